@@ -1,0 +1,34 @@
+# The two commands of the README: `make demo` runs the whole product, `make test` runs the tests.
+PYTHON ?= python3.11
+VENV := .venv
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test install lint typecheck clean bench
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/python -m dashboard.launcher demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m dashboard.launcher test $(PYTEST_ARGS)
+
+# Ingest write path vs plain COPY, in scratch schemas of the database in DATABASE_URL (migrated first).
+bench: $(STAMP)
+	DEBUG=1 $(VENV)/bin/python manage.py migrate -v0
+	DEBUG=1 $(VENV)/bin/python manage.py bench_ingest $(BENCH_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+typecheck: $(STAMP)
+	DEBUG=1 $(VENV)/bin/mypy dashboard
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache staticfiles test-artifacts

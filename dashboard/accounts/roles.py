@@ -1,0 +1,81 @@
+"""The two roles, as Django groups: Viewers read the dashboard, Staff also run the admin.
+
+The groups and their permissions are created by a data migration and kept in step after every
+`migrate` (models added later, such as the alert rules, join the Staff group then). Permissions an
+operator grants by hand are never taken away.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps as global_apps
+from django.contrib.auth.management import create_permissions
+from django.db import DEFAULT_DB_ALIAS, transaction
+
+VIEWERS = "Viewers"
+STAFF = "Staff"
+
+VIEW_DASHBOARD = "accounts.view_dashboard"
+MANAGE_DASHBOARD = "accounts.manage_dashboard"
+
+# "app.codename", or "app.*" for every permission of an app. Deliveries, error groups and hourly
+# rollups come from upstream and are only ever viewed; users are managed by superusers.
+ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
+    VIEWERS: (VIEW_DASHBOARD,),
+    STAFF: (
+        VIEW_DASHBOARD,
+        MANAGE_DASHBOARD,
+        "deliveries.view_delivery",
+        "deliveries.view_errorgroup",
+        "deliveries.view_source",
+        "deliveries.add_source",
+        "deliveries.change_source",
+        "alerts.*",
+        "auth.view_user",
+        "auth.view_group",
+    ),
+}
+ROLES = tuple(ROLE_PERMISSIONS)
+
+
+def sync_roles(apps: Any = global_apps, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Create the groups if missing and add the permissions they should have. Idempotent."""
+    group_model = apps.get_model("auth", "Group")
+    permission_model = apps.get_model("auth", "Permission")
+    with transaction.atomic(using=using):
+        for name, wanted in ROLE_PERMISSIONS.items():
+            group, _ = group_model.objects.using(using).get_or_create(name=name)
+            permissions = []
+            for spec in wanted:
+                app_label, _, codename = spec.partition(".")
+                found = permission_model.objects.using(using).filter(content_type__app_label=app_label)
+                if codename != "*":
+                    found = found.filter(codename=codename)
+                # A permission of an app that is not installed (yet) is skipped, not an error.
+                permissions.extend(found)
+            group.permissions.add(*permissions)
+
+
+def sync_roles_after_migrate(
+    *, apps: Any = global_apps, using: str = DEFAULT_DB_ALIAS, **kwargs: Any
+) -> None:
+    # Permissions are created per app by another post_migrate handler, in INSTALLED_APPS order; make sure
+    # those of apps after this one exist before the groups are filled.
+    for app_config in global_apps.get_app_configs():
+        create_permissions(app_config, verbosity=0, using=using, apps=apps)
+    sync_roles(global_apps, using)
+
+
+def assign_role(user: Any, role: str) -> None:
+    """Put the user in exactly one of the role groups; Staff also get the admin (is_staff)."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    from django.contrib.auth.models import Group
+
+    sync_roles()
+    user.groups.remove(*Group.objects.filter(name__in=ROLES).exclude(name=role))
+    user.groups.add(Group.objects.get(name=role))
+    if user.is_staff != (role == STAFF):
+        user.is_staff = role == STAFF
+        user.save(update_fields=["is_staff"])

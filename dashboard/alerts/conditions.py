@@ -1,0 +1,408 @@
+"""What each alert condition sees in the stored deliveries: the targets for which a rule holds right now.
+
+Every function reads the Delivery table with bounded, indexed queries (the failed partial index on date,
+stream_id+date, webhook_url+date) and returns only the targets where the rule holds; a target with an open
+incident that is missing from the result has cleared. Windows have no upper bound: an upstream whose
+clock runs ahead of ours (or a simulator running faster than real time) must not hide new failures.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db.models import Count, Max, Min, Q
+
+from dashboard.alerts.models import AlertRule, Condition, Scope, TargetKind
+from dashboard.deliveries.models import (
+    RETRY_SCHEDULE_SECONDS,
+    Delivery,
+    DeliveryQuerySet,
+    DeliveryStatus,
+    ErrorGroup,
+    Source,
+)
+
+# The provider's rule: a webhook URL's success rate starts at 100, loses 1 per failed attempt, gains 1 per
+# successful one (capped at 100), and the stream enters the error state below 70.
+PROVIDER_ERROR_STATE_BELOW = 70
+# How far back the success-rate model replays attempts. A rate capped at 100 forgets anything older than
+# the last 30 net successes, and the longest retry chain spans about 31 h.
+MODEL_HORIZON = timedelta(hours=32)
+# Streams or URLs with no failure this recent cannot satisfy consecutive or error-state conditions.
+FAILURE_LOOKBACK = timedelta(hours=32)
+FIRST_FAILURES = 5
+TOP_ERROR_GROUPS = 5
+
+
+@dataclass
+class Observation:
+    """One target for which a rule holds, with the numbers the mail will quote."""
+
+    target_kind: str
+    target_key: str
+    label: str = ""
+    stream_id: str = ""
+    webhook_url: str = ""
+    failures: int = 0
+    total: int | None = None
+    # Failure rate (percent) or modelled success rate, depending on the condition.
+    rate: float | None = None
+    # Where the evidence starts: the window, or the oldest of the consecutive failures.
+    since: datetime | None = None
+    stale_for: timedelta | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def scoped(rule: AlertRule) -> DeliveryQuerySet:
+    deliveries = Delivery.objects.all()
+    if rule.scope == Scope.STREAM:
+        return deliveries.filter(stream_id=rule.scope_value)
+    if rule.scope == Scope.TAG:
+        return deliveries.filter(tag=rule.scope_value)
+    if rule.scope == Scope.WEBHOOK_URL:
+        return deliveries.filter(webhook_url=rule.scope_value)
+    return deliveries
+
+
+def observe(rule: AlertRule, now: datetime) -> list[Observation]:
+    if rule.condition == Condition.ANY_FAILURE:
+        return any_failure(rule, now)
+    if rule.condition == Condition.FAILURE_RATE:
+        return failure_rate(rule, now)
+    if rule.condition == Condition.CONSECUTIVE:
+        return consecutive(rule, now)
+    if rule.condition == Condition.ERROR_STATE_RISK:
+        return error_state_risk(rule, now)
+    if rule.condition == Condition.POLLER_STALE:
+        return poller_stale(rule, now)
+    raise ValueError(f"unknown condition {rule.condition!r}")
+
+
+def _label(tag: str, stream_id: str) -> str:
+    return tag or stream_id[:8]
+
+
+def any_failure(rule: AlertRule, now: datetime) -> list[Observation]:
+    since = now - timedelta(minutes=rule.window_minutes)
+    rows = (
+        scoped(rule)
+        .failures()
+        .filter(date__gte=since)
+        .values("stream_id")
+        .annotate(failures=Count("id"), tag=Max("tag"), webhook_url=Max("webhook_url"), first=Min("date"))
+        .order_by("stream_id")
+    )
+    return [
+        Observation(
+            target_kind=TargetKind.STREAM,
+            target_key=row["stream_id"],
+            label=_label(row["tag"], row["stream_id"]),
+            stream_id=row["stream_id"],
+            webhook_url=row["webhook_url"],
+            failures=row["failures"],
+            since=since,
+        )
+        for row in rows
+    ]
+
+
+def failure_rate(rule: AlertRule, now: datetime) -> list[Observation]:
+    since = now - timedelta(minutes=rule.window_minutes)
+    failed = ~Q(status=DeliveryStatus.DELIVERED)
+    # Only streams that failed in the window can exceed a threshold; the failed partial index finds them.
+    candidates = list(
+        scoped(rule)
+        .failures()
+        .filter(date__gte=since)
+        .values_list("stream_id", flat=True)
+        .distinct()
+    )
+    if not candidates:
+        return []
+    rows = (
+        scoped(rule)
+        .filter(stream_id__in=candidates, date__gte=since)
+        .values("stream_id")
+        .annotate(
+            total=Count("id"),
+            failures=Count("id", filter=failed),
+            tag=Max("tag"),
+            webhook_url=Max("webhook_url", filter=failed),
+        )
+        .order_by("stream_id")
+    )
+    found = []
+    for row in rows:
+        rate = 100.0 * row["failures"] / row["total"]
+        if row["total"] >= rule.min_deliveries and rate > rule.threshold_percent:
+            found.append(
+                Observation(
+                    target_kind=TargetKind.STREAM,
+                    target_key=row["stream_id"],
+                    label=_label(row["tag"], row["stream_id"]),
+                    stream_id=row["stream_id"],
+                    webhook_url=row["webhook_url"] or "",
+                    failures=row["failures"],
+                    total=row["total"],
+                    rate=rate,
+                    since=since,
+                )
+            )
+    return found
+
+
+def consecutive(rule: AlertRule, now: datetime) -> list[Observation]:
+    n = max(1, rule.consecutive_failures)
+    candidates = (
+        scoped(rule)
+        .failures()
+        .filter(date__gte=now - FAILURE_LOOKBACK)
+        .values_list("stream_id", flat=True)
+        .distinct()
+    )
+    found = []
+    for stream_id in sorted(set(candidates)):
+        newest = list(
+            scoped(rule)
+            .filter(stream_id=stream_id)
+            .order_by("-date", "-id")
+            .values("status", "date", "tag", "webhook_url")[:n]
+        )
+        if len(newest) == n and all(row["status"] != DeliveryStatus.DELIVERED for row in newest):
+            found.append(
+                Observation(
+                    target_kind=TargetKind.STREAM,
+                    target_key=stream_id,
+                    label=_label(newest[0]["tag"], stream_id),
+                    stream_id=stream_id,
+                    webhook_url=newest[0]["webhook_url"],
+                    failures=n,
+                    since=newest[-1]["date"],
+                )
+            )
+    return found
+
+
+def attempts_of(date: datetime, retries: int, delivered: bool) -> list[tuple[datetime, bool]]:
+    """The attempts one history record stands for, at the times the provider's retry schedule puts them."""
+    failed_attempts = retries if delivered else retries + 1
+    events: list[tuple[datetime, bool]] = []
+    at = date
+    for attempt in range(failed_attempts + (1 if delivered else 0)):
+        if attempt:
+            at += timedelta(seconds=RETRY_SCHEDULE_SECONDS[min(attempt, len(RETRY_SCHEDULE_SECONDS)) - 1])
+        events.append((at, attempt >= failed_attempts))
+    return events
+
+
+def modelled_success_rate(rows: Iterable[tuple[datetime, int, str]], now: datetime) -> int:
+    """Replay attempts in time order through the provider's success-rate rule.
+
+    `rows` are (date, retries, status) of one webhook URL's deliveries. The history keeps only the latest
+    state of each delivery, so retry times are placed by the published schedule; attempts that the schedule
+    would put after `now` have in fact happened already (the record says so) and count at `now`.
+    """
+    events: list[tuple[datetime, bool]] = []
+    for date, retries, status in rows:
+        for at, ok in attempts_of(date, retries, status == DeliveryStatus.DELIVERED):
+            events.append((min(at, now), ok))
+    events.sort(key=lambda event: event[0])
+    rate = 100
+    for _at, ok in events:
+        rate = min(100, rate + 1) if ok else max(0, rate - 1)
+    return rate
+
+
+def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
+    candidates = (
+        scoped(rule)
+        .failures()
+        .filter(date__gte=now - FAILURE_LOOKBACK)
+        .values_list("webhook_url", flat=True)
+        .distinct()
+    )
+    found = []
+    for url in sorted(set(candidates)):
+        rows = list(
+            Delivery.objects.filter(webhook_url=url, date__gte=now - MODEL_HORIZON)
+            .order_by("date")
+            .values_list("date", "retries", "status", "stream_id", "tag")
+        )
+        rate = modelled_success_rate(((d, r, s) for d, r, s, _stream, _tag in rows), now)
+        if rate < rule.threshold_percent:
+            failures = sum(1 for row in rows if row[2] != DeliveryStatus.DELIVERED)
+            stream_id, tag = rows[-1][3], rows[-1][4]
+            found.append(
+                Observation(
+                    target_kind=TargetKind.WEBHOOK_URL,
+                    target_key=url,
+                    label=_label(tag, stream_id),
+                    stream_id=stream_id,
+                    webhook_url=url,
+                    failures=failures,
+                    total=len(rows),
+                    rate=float(rate),
+                    since=now - MODEL_HORIZON,
+                )
+            )
+    return found
+
+
+def poller_stale(rule: AlertRule, now: datetime) -> list[Observation]:
+    limit = timedelta(minutes=rule.stale_minutes)
+    found = []
+    for source in Source.objects.filter(enabled=True).order_by("id"):
+        reference = source.last_success_at or source.created_at
+        if now - reference > limit:
+            found.append(
+                Observation(
+                    target_kind=TargetKind.SOURCE,
+                    target_key=str(source.pk),
+                    label=source.name,
+                    since=reference,
+                    stale_for=now - reference,
+                    extra={
+                        "last_success_at": source.last_success_at.isoformat()
+                        if source.last_success_at
+                        else None,
+                        "last_error": source.last_error_message[:500],
+                    },
+                )
+            )
+    return found
+
+
+def host_of(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or url
+    except ValueError:
+        return url
+
+
+_MASK = re.compile(r"<(url|address|hex|id|ip|host|duration|n)>")
+_KEEP = {"n", "duration"}
+
+
+def short_error(template: str, example: str) -> str:
+    """The error template made readable: codes and timeouts from the example, hosts and addresses dropped.
+
+    "connect ECONNREFUSED <ip>" gives "connect ECONNREFUSED"; "Request failed with status code <n>" with an
+    example gives "Request failed with status code 500".
+    """
+    pieces = _MASK.split(template)
+    # split() alternates literal text and mask names.
+    pattern = "".join(re.escape(piece) if i % 2 == 0 else "(.+?)" for i, piece in enumerate(pieces))
+    match = re.fullmatch(pattern, " ".join(example.split())) if example else None
+    out = []
+    for i, piece in enumerate(pieces):
+        if i % 2 == 0:
+            out.append(piece)
+        elif piece in _KEEP and match:
+            out.append(match.group((i + 1) // 2))
+    text = " ".join("".join(out).split()).rstrip(" :,-")
+    return text[:120] or template[:120]
+
+
+def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[str, Any]:
+    """The evidence a mail quotes: error groups with counts, the first failures, counts and the headline."""
+    details: dict[str, Any] = {
+        "condition": rule.condition,
+        "failures": observation.failures,
+        "total": observation.total,
+        "rate": observation.rate,
+        "since": observation.since.isoformat() if observation.since else None,
+        "host": host_of(observation.webhook_url) if observation.webhook_url else "",
+        "error_groups": [],
+        "first_failures": [],
+        "error_summary": "",
+        **observation.extra,
+    }
+    if observation.target_kind == TargetKind.SOURCE:
+        details["stale_minutes"] = (
+            int(observation.stale_for.total_seconds() // 60) if observation.stale_for else 0
+        )
+        return details
+    failing = scoped(rule).failures()
+    if observation.target_kind == TargetKind.STREAM:
+        failing = failing.filter(stream_id=observation.stream_id)
+    else:
+        failing = failing.filter(webhook_url=observation.webhook_url)
+    if observation.since is not None:
+        failing = failing.filter(date__gte=observation.since)
+    groups = list(
+        failing.values("error_group")
+        .annotate(count=Count("id"), example=Max("error_message"))
+        .order_by("-count", "error_group")[:TOP_ERROR_GROUPS]
+    )
+    templates = dict(
+        ErrorGroup.objects.filter(pk__in=[g["error_group"] for g in groups if g["error_group"]]).values_list(
+            "pk", "template"
+        )
+    )
+    details["error_groups"] = [
+        {
+            "id": g["error_group"],
+            "template": templates.get(g["error_group"], g["example"]),
+            "example": g["example"],
+            "count": g["count"],
+        }
+        for g in groups
+    ]
+    if details["error_groups"]:
+        top = details["error_groups"][0]
+        details["error_summary"] = short_error(top["template"], top["example"])
+    details["first_failures"] = [
+        {
+            "id": str(row["id"]),
+            "date": row["date"].isoformat(),
+            "stream_id": row["stream_id"],
+            "tag": row["tag"],
+            "webhook_url": row["webhook_url"],
+            "status": row["status"],
+            "retries": row["retries"],
+            "block_number": row["block_number"],
+            "error_message": row["error_message"][:500],
+        }
+        for row in failing.order_by("date", "id").values(
+            "id",
+            "date",
+            "stream_id",
+            "tag",
+            "webhook_url",
+            "status",
+            "retries",
+            "block_number",
+            "error_message",
+        )[:FIRST_FAILURES]
+    ]
+    return details
+
+
+def headline(rule: AlertRule, observation: Observation, details: dict[str, Any]) -> str:
+    """What and where in one line, without the status word: the mail subject and the incident summary."""
+    if observation.target_kind == TargetKind.SOURCE:
+        return f"source {observation.label}: no successful poll for {details.get('stale_minutes', 0)} min"
+    host = details["host"] or "?"
+    if rule.condition == Condition.ERROR_STATE_RISK:
+        text = (
+            f"stream {observation.label}: modelled success rate {observation.rate:.0f} % for {host} "
+            f"(error state below {PROVIDER_ERROR_STATE_BELOW} %)"
+        )
+    elif rule.condition == Condition.FAILURE_RATE:
+        text = (
+            f"stream {observation.label}: {observation.rate:.0f} % of {observation.total} deliveries "
+            f"to {host} failed in {rule.window_minutes} min"
+        )
+    elif rule.condition == Condition.CONSECUTIVE:
+        text = f"stream {observation.label}: {observation.failures} consecutive failed deliveries to {host}"
+    else:
+        noun = "delivery" if observation.failures == 1 else "deliveries"
+        text = f"stream {observation.label}: {observation.failures} failed {noun} to {host}"
+    if details["error_summary"]:
+        text += f" — {details['error_summary']}"
+    return text[:500]

@@ -1,0 +1,186 @@
+"""Turning what the conditions see into incident transitions, and transitions into notification rows.
+
+Plain functions that take `now`, so tests control time. Every step is safe to run in several workers at
+once: an incident opens through an insert guarded by a partial unique index, resolves through a conditional
+UPDATE, and a digest is claimed by a compare-and-set on the rule's `digest_sent_at`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.alerts import conditions, mail
+from dashboard.alerts.models import (
+    DIGEST_PERIODS,
+    HELD_DIGEST_PERIOD,
+    AlertRule,
+    Incident,
+    Notification,
+    NotificationStatus,
+)
+
+log = logging.getLogger(__name__)
+
+# A pending mail whose next attempt is this overdue lost its task (broker restart); the sweep re-sends it.
+LOST_TASK_AFTER = timedelta(minutes=2)
+
+
+def evaluate_all(now: datetime | None = None) -> list[int]:
+    """Evaluate every enabled rule; returns the ids of notifications to send."""
+    now = now or timezone.now()
+    to_send: list[int] = []
+    for rule in AlertRule.objects.filter(enabled=True):
+        try:
+            to_send += evaluate_rule(rule, now)
+        except Exception:
+            # One broken rule must not silence the others.
+            log.exception("alert rule %s: evaluation failed", rule.pk)
+    for incident in Incident.objects.open().filter(rule__enabled=False).select_related("rule"):
+        # A disabled rule's incidents close quietly; nobody asked to hear about them any more.
+        resolve_incident(incident, now, by="rule disabled", notify=False)
+    return to_send
+
+
+def evaluate_rule(rule: AlertRule, now: datetime) -> list[int]:
+    holding = {o.target_key: o for o in conditions.observe(rule, now)}
+    open_incidents = {i.target_key: i for i in rule.incidents.open()}
+    to_send: list[int] = []
+    for key, observation in holding.items():
+        incident = open_incidents.get(key)
+        if incident is not None:
+            # Still holding: whatever flapping happened inside the grace period is forgotten.
+            Incident.objects.filter(pk=incident.pk, resolved_at__isnull=True).update(
+                last_holding_at=now, clear_since=None
+            )
+            continue
+        notification = open_incident(rule, observation, now)
+        if notification is not None and notification.status == NotificationStatus.PENDING:
+            to_send.append(notification.pk)
+    for key, incident in open_incidents.items():
+        if key in holding:
+            continue
+        if incident.clear_since is None:
+            Incident.objects.filter(pk=incident.pk, clear_since__isnull=True).update(clear_since=now)
+        elif now - incident.clear_since >= rule.grace:
+            notification = resolve_incident(incident, now)
+            if notification is not None and notification.status == NotificationStatus.PENDING:
+                to_send.append(notification.pk)
+    return to_send
+
+
+def in_cooldown(rule: AlertRule, target_key: str, now: datetime) -> bool:
+    if not rule.cooldown_minutes:
+        return False
+    return Incident.objects.filter(
+        rule=rule, target_key=target_key, resolved_at__gt=now - rule.cooldown
+    ).exists()
+
+
+def open_incident(rule: AlertRule, observation: conditions.Observation, now: datetime) -> Notification | None:
+    """Open an incident and write its opening mail; None when another worker opened it or cooldown holds."""
+    if in_cooldown(rule, observation.target_key, now):
+        return None
+    details = conditions.describe(rule, observation, now)
+    try:
+        with transaction.atomic():
+            incident = Incident.objects.create(
+                rule=rule,
+                target_kind=observation.target_kind,
+                target_key=observation.target_key,
+                label=observation.label[:255],
+                stream_id=observation.stream_id,
+                webhook_url=observation.webhook_url,
+                summary=conditions.headline(rule, observation, details),
+                details=details,
+                opened_at=now,
+                last_holding_at=now,
+                message_id=mail.new_message_id(),
+            )
+            notification = mail.create_opened(incident, now)
+    except IntegrityError:
+        # The partial unique index: another evaluator opened this incident a moment ago.
+        return None
+    log.info("alert rule %s: incident %s opened: %s", rule.pk, incident.pk, incident.summary)
+    return notification
+
+
+def resolve_incident(
+    incident: Incident, now: datetime, *, by: str = "", notify: bool = True
+) -> Notification | None:
+    """Resolve once: the conditional UPDATE lets exactly one caller write the resolution mail."""
+    with transaction.atomic():
+        if not Incident.objects.filter(pk=incident.pk, resolved_at__isnull=True).update(
+            resolved_at=now, resolved_by=by[:150]
+        ):
+            return None
+        incident.resolved_at, incident.resolved_by = now, by[:150]
+        log.info("incident %s resolved%s", incident.pk, f" by {by}" if by else "")
+        return mail.create_resolved(incident, now) if notify else None
+
+
+def digest_due_at(rule: AlertRule, first_held_at: datetime | None, now: datetime) -> datetime | None:
+    """When the rule's next digest is due: its own schedule, or an hour after a mail was first held back."""
+    candidates = []
+    period = DIGEST_PERIODS.get(rule.digest)  # type: ignore[call-overload]
+    if period is not None and not rule.is_muted(now):
+        candidates.append((rule.digest_sent_at or rule.created_at) + period)
+    if first_held_at is not None:
+        candidates.append(first_held_at + HELD_DIGEST_PERIOD)
+    return min(candidates) if candidates else None
+
+
+def send_due_digests(now: datetime | None = None) -> list[int]:
+    now = now or timezone.now()
+    to_send: list[int] = []
+    for rule in AlertRule.objects.all():
+        held = list(
+            rule.notifications.filter(status=NotificationStatus.HELD)
+            .select_related("incident")
+            .order_by("created_at")
+        )
+        due = digest_due_at(rule, held[0].created_at if held else None, now)
+        if due is None or due > now:
+            continue
+        # Compare-and-set on the value read: of two sweeps, one writes the digest.
+        if not AlertRule.objects.filter(pk=rule.pk, digest_sent_at=rule.digest_sent_at).update(
+            digest_sent_at=now
+        ):
+            continue
+        still_failing = (
+            list(rule.incidents.open().select_related("rule").order_by("opened_at")) if rule.enabled else []
+        )
+        if not still_failing and not held:
+            continue
+        with transaction.atomic():
+            digest = mail.create_digest(rule, still_failing, held, now)
+            Notification.objects.filter(pk__in=[n.pk for n in held], status=NotificationStatus.HELD).update(
+                status=NotificationStatus.DIGESTED, digest=digest
+            )
+        if digest.status == NotificationStatus.PENDING:
+            to_send.append(digest.pk)
+    return to_send
+
+
+def lost_notifications(now: datetime | None = None) -> list[int]:
+    """Mails whose send task never ran or whose worker died mid-send."""
+    now = now or timezone.now()
+    return list(
+        Notification.objects.filter(
+            Q(status=NotificationStatus.PENDING, next_attempt_at__lt=now - LOST_TASK_AFTER)
+            | Q(status=NotificationStatus.SENDING, claimed_at__lt=now - mail.STALE_CLAIM)
+        ).values_list("pk", flat=True)
+    )
+
+
+def sweep(now: datetime | None = None) -> list[int]:
+    """The periodic pass: time-based conditions, grace periods, digests, and mails that lost their task."""
+    now = now or timezone.now()
+    to_send = evaluate_all(now)
+    to_send += send_due_digests(now)
+    to_send += [pk for pk in lost_notifications(now) if pk not in to_send]
+    return to_send

@@ -1,0 +1,405 @@
+"""Alert mails: rendered from templates when a transition happens, sent by the worker that claims the row.
+
+Every mail is a Notification row. Rendering happens when the row is written, so a retry sends exactly the
+same message (same Message-ID) and the alerts pages can show what went out. Sending claims the row with a
+conditional UPDATE under a transaction-scoped advisory lock that also makes the hourly cap exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.header import Header
+from email.utils import make_msgid
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from dashboard.alerts.models import (
+    AlertRule,
+    Condition,
+    Incident,
+    Notification,
+    NotificationKind,
+    NotificationStatus,
+    TargetKind,
+)
+
+log = logging.getLogger(__name__)
+
+# Sends are attempted this many times (the first try and its retries) before the row is marked failed.
+MAX_SEND_ATTEMPTS = 6
+# A row claimed this long ago whose worker never reported back (killed mid-send) may be claimed again.
+STALE_CLAIM = timedelta(minutes=10)
+# Serialises claims so that the hourly cap is counted exactly across workers.
+_CLAIM_LOCK = 0x616C657274  # "alert"
+CAPPED_KINDS = (NotificationKind.OPENED, NotificationKind.RESOLVED)
+
+
+class TransientSendError(Exception):
+    """The SMTP server or the network failed in a way worth retrying."""
+
+
+@dataclass(frozen=True)
+class RenderedMail:
+    subject: str
+    text: str
+    html: str
+
+
+def render_mail(name: str, context: dict[str, Any]) -> RenderedMail:
+    """One mail from its three templates: emails/<name>-subject.txt, -body-text.txt, -body-html.html."""
+    context = {"site_url": settings.SITE_URL, **context}
+    subject = " ".join(render_to_string(f"emails/{name}-subject.txt", context).split())
+    return RenderedMail(
+        subject=subject[:500],
+        text=render_to_string(f"emails/{name}-body-text.txt", context),
+        html=render_to_string(f"emails/{name}-body-html.html", context),
+    )
+
+
+def absolute(path: str, **query: Any) -> str:
+    params = {k: v for k, v in query.items() if v not in (None, "")}
+    return f"{settings.SITE_URL}{path}" + (f"?{urlencode(params)}" if params else "")
+
+
+def new_message_id() -> str:
+    return make_msgid(domain=urlsplit(settings.SITE_URL).hostname or "localhost")
+
+
+def status_word(incident: Incident) -> str:
+    if incident.target_kind == TargetKind.SOURCE:
+        return "STALE"
+    if incident.rule.condition == Condition.ERROR_STATE_RISK:
+        return "AT RISK"
+    return "FAILING"
+
+
+def incident_links(incident: Incident) -> dict[str, Any]:
+    """Absolute links to the filtered dashboard views an incident concerns."""
+    if incident.target_kind == TargetKind.STREAM:
+        target = {"stream": incident.stream_id}
+    elif incident.target_kind == TargetKind.WEBHOOK_URL:
+        target = {"webhook_url": incident.webhook_url}
+    else:
+        return {"incident": absolute(f"/alerts/incidents/{incident.pk}/"), "alerts": absolute("/alerts/")}
+    return {
+        "failed": absolute("/deliveries/", **target, status="failed"),
+        "all": absolute("/deliveries/", **target),
+        "incident": absolute(f"/alerts/incidents/{incident.pk}/"),
+        "alerts": absolute("/alerts/"),
+    }
+
+
+def _incident_context(incident: Incident) -> dict[str, Any]:
+    details = dict(incident.details)
+    target = (
+        {"stream": incident.stream_id}
+        if incident.target_kind == TargetKind.STREAM
+        else {"webhook_url": incident.webhook_url}
+    )
+    details["error_groups"] = [
+        {**g, "url": absolute("/deliveries/", **target, error_group=g["id"]) if g.get("id") else ""}
+        for g in details.get("error_groups", [])
+    ]
+    for key in ("since", "last_success_at"):
+        if isinstance(details.get(key), str):
+            details[key] = parse_datetime(details[key]) or details[key]
+    details["first_failures"] = [
+        {**f, "date": parse_datetime(f["date"]) or f["date"]} for f in details.get("first_failures", [])
+    ]
+    return {
+        "incident": incident,
+        "rule": incident.rule,
+        "details": details,
+        "status_word": status_word(incident),
+        "links": incident_links(incident),
+    }
+
+
+def _create(
+    rule: AlertRule | None,
+    kind: str,
+    mail: RenderedMail,
+    now: datetime,
+    *,
+    incident: Incident | None = None,
+    message_id: str = "",
+    in_reply_to: str = "",
+    recipients: list[str] | None = None,
+) -> Notification:
+    recipients = recipients if recipients is not None else (rule.recipient_list() if rule else [])
+    status, error = NotificationStatus.PENDING, ""
+    if not recipients:
+        status, error = NotificationStatus.SKIPPED, "no recipients: set ALERT_EMAILS or the rule's recipients"
+    elif rule is not None and kind in CAPPED_KINDS and rule.is_muted(now):
+        status, error = NotificationStatus.SKIPPED, f"rule muted until {rule.muted_until:%Y-%m-%d %H:%M} UTC"
+    return Notification.objects.create(
+        kind=kind,
+        rule=rule,
+        incident=incident,
+        status=status,
+        error=error,
+        recipients=recipients,
+        subject=mail.subject,
+        body_text=mail.text,
+        body_html=mail.html,
+        message_id=message_id or new_message_id(),
+        in_reply_to=in_reply_to,
+        created_at=now,
+        next_attempt_at=now,
+    )
+
+
+def create_opened(incident: Incident, now: datetime) -> Notification:
+    mail = render_mail("incident_opened", _incident_context(incident))
+    return _create(
+        incident.rule, NotificationKind.OPENED, mail, now, incident=incident, message_id=incident.message_id
+    )
+
+
+def create_resolved(incident: Incident, now: datetime) -> Notification:
+    opened = incident.notifications.filter(kind=NotificationKind.OPENED).first()
+    context = _incident_context(incident)
+    context["duration"] = (incident.resolved_at or now) - incident.opened_at
+    mail = render_mail("incident_resolved", context)
+    notification = _create(
+        incident.rule,
+        NotificationKind.RESOLVED,
+        mail,
+        now,
+        incident=incident,
+        in_reply_to=incident.message_id,
+    )
+    reached_reader = {
+        NotificationStatus.PENDING,
+        NotificationStatus.SENDING,
+        NotificationStatus.SENT,
+        NotificationStatus.DIGESTED,
+    }
+    if notification.status == NotificationStatus.PENDING and (
+        opened is None or opened.status not in reached_reader
+    ):
+        # Nobody was told it opened (muted, held back, failed); the digest shows it resolved instead.
+        notification.status = NotificationStatus.SKIPPED
+        notification.error = "the opening mail was not sent"
+        notification.save(update_fields=["status", "error"])
+    return notification
+
+
+def create_test(rule: AlertRule, now: datetime, recipients: list[str] | None = None) -> Notification:
+    mail = render_mail("test", {"rule": rule, "links": {"alerts": absolute("/alerts/")}, "now": now})
+    return _create(rule, NotificationKind.TEST, mail, now, recipients=recipients)
+
+
+def create_digest(
+    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime
+) -> Notification:
+    context = {
+        "rule": rule,
+        "incidents": [_incident_context(i) for i in incidents],
+        "held": held,
+        "now": now,
+        "links": {"alerts": absolute("/alerts/")},
+    }
+    return _create(rule, NotificationKind.DIGEST, render_mail("digest", context), now)
+
+
+def sent_in_last_hour(now: datetime) -> int:
+    hour_ago = now - timedelta(hours=1)
+    return (
+        Notification.objects.filter(kind__in=CAPPED_KINDS)
+        .filter(
+            Q(status=NotificationStatus.SENT, sent_at__gt=hour_ago)
+            | Q(status=NotificationStatus.SENDING, claimed_at__gt=hour_ago)
+        )
+        .count()
+    )
+
+
+def claim(notification_id: int, now: datetime) -> Notification | None:
+    """Take the row for sending, or hold it back when the hourly cap is reached; None if not ours to send."""
+    claimable = Q(status=NotificationStatus.PENDING) | Q(
+        status=NotificationStatus.SENDING, claimed_at__lt=now - STALE_CLAIM
+    )
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CLAIM_LOCK])
+        notification = Notification.objects.filter(claimable, pk=notification_id).first()
+        if notification is None:
+            return None
+        if notification.kind in CAPPED_KINDS and sent_in_last_hour(now) >= settings.ALERT_MAX_MAILS_PER_HOUR:
+            Notification.objects.filter(claimable, pk=notification_id).update(
+                status=NotificationStatus.HELD,
+                error=f"held back: {settings.ALERT_MAX_MAILS_PER_HOUR} alert mails sent in the last hour",
+            )
+            return None
+        # The compare-and-set: only the worker whose UPDATE matched sends.
+        if not Notification.objects.filter(claimable, pk=notification_id).update(
+            status=NotificationStatus.SENDING, claimed_at=now, attempts=F("attempts") + 1
+        ):
+            return None
+    notification.refresh_from_db()
+    return notification
+
+
+class AlertEmail(EmailMultiAlternatives):
+    def message(self, *args: Any, **kwargs: Any) -> Any:
+        msg = super().message(*args, **kwargs)
+        if not self.subject.isascii():
+            # Django folds a long encoded subject with a break right after "Subject:", which parsers keep as
+            # a leading space; telling the encoder the header's name keeps the first line filled.
+            msg.replace_header("Subject", Header(str(self.subject), "utf-8", header_name="Subject"))
+        return msg
+
+
+def as_email(notification: Notification) -> EmailMultiAlternatives:
+    headers = {"Message-ID": notification.message_id, "X-Stream-Dashboard-Kind": notification.kind}
+    if notification.in_reply_to:
+        headers["In-Reply-To"] = notification.in_reply_to
+        headers["References"] = notification.in_reply_to
+    if notification.kind != NotificationKind.TEST:
+        headers["Auto-Submitted"] = "auto-generated"
+    message = AlertEmail(
+        subject=notification.subject,
+        body=notification.body_text,
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=notification.recipients,
+        headers=headers,
+    )
+    message.attach_alternative(notification.body_html, "text/html")
+    return message
+
+
+def is_transient(exc: Exception) -> bool:
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return any(400 <= code < 500 for code, _msg in exc.recipients.values())
+    if isinstance(exc, smtplib.SMTPResponseException):
+        return 400 <= exc.smtp_code < 500
+    if isinstance(exc, smtplib.SMTPNotSupportedError):
+        return False
+    # Connection refused, dropped, timed out, DNS: the server may be back in a minute.
+    return isinstance(exc, smtplib.SMTPServerDisconnected | smtplib.SMTPConnectError | OSError)
+
+
+def retry_delay(attempts: int) -> timedelta:
+    return timedelta(seconds=min(3600, 30 * 2 ** max(0, attempts - 1)))
+
+
+def send_notification(notification_id: int, now: datetime | None = None) -> str:
+    """Send one claimed mail and record the result on the row; TransientSendError asks for a retry."""
+    now = now or timezone.now()
+    notification = claim(notification_id, now)
+    if notification is None:
+        return (
+            Notification.objects.filter(pk=notification_id).values_list("status", flat=True).first()
+            or "missing"
+        )
+    try:
+        as_email(notification).send(fail_silently=False)
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded on the row, none is lost silently
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        retry = is_transient(exc) and notification.attempts < MAX_SEND_ATTEMPTS
+        Notification.objects.filter(pk=notification.pk, status=NotificationStatus.SENDING).update(
+            status=NotificationStatus.PENDING if retry else NotificationStatus.FAILED,
+            error=error,
+            next_attempt_at=now + retry_delay(notification.attempts) if retry else None,
+        )
+        log.warning("notification %s: attempt %d failed: %s", notification.pk, notification.attempts, error)
+        if retry:
+            raise TransientSendError(error) from exc
+        return NotificationStatus.FAILED
+    Notification.objects.filter(pk=notification.pk).update(
+        status=NotificationStatus.SENT, sent_at=now, error="", next_attempt_at=None
+    )
+    log.info(
+        "notification %s sent to %d recipients: %s",
+        notification.pk,
+        len(notification.recipients),
+        notification.subject,
+    )
+    return NotificationStatus.SENT
+
+
+PREVIEWS = ("incident_opened", "incident_resolved", "digest", "test")
+
+
+def preview(name: str, now: datetime | None = None) -> RenderedMail:
+    """Each mail rendered from a made-up incident, for checking the templates without waiting for a failure."""
+    now = now or timezone.now()
+    rule = AlertRule(
+        name="Failed deliveries", condition=Condition.ANY_FAILURE, window_minutes=15, grace_minutes=10
+    )
+    stream_id = "9f6c1c4e-1f0c-4d6a-9a43-5f1b0c7d2e11"
+    failure = {
+        "id": "3b0c2f7e-8a51-4d1e-b3a7-0d6c1e9f2a44",
+        "date": (now - timedelta(minutes=14)).isoformat(),
+        "stream_id": stream_id,
+        "tag": "orders",
+        "webhook_url": "https://hooks.example.com/moralis",
+        "status": "retrying",
+        "retries": 2,
+        "block_number": 19_000_123,
+        "error_message": "connect ECONNREFUSED 203.0.113.7:443",
+    }
+    incident = Incident(
+        pk=0,
+        rule=rule,
+        target_kind=TargetKind.STREAM,
+        target_key=stream_id,
+        label="orders",
+        stream_id=stream_id,
+        webhook_url=failure["webhook_url"],
+        summary="stream orders: 42 failed deliveries to hooks.example.com — connect ECONNREFUSED",
+        details={
+            "failures": 42,
+            "since": (now - timedelta(minutes=15)).isoformat(),
+            "host": "hooks.example.com",
+            "error_summary": "connect ECONNREFUSED",
+            "error_groups": [
+                {
+                    "id": 1,
+                    "template": "connect ECONNREFUSED <ip>",
+                    "example": failure["error_message"],
+                    "count": 40,
+                },
+                {
+                    "id": 2,
+                    "template": "timeout of <duration> exceeded",
+                    "example": "timeout of 10000ms exceeded",
+                    "count": 2,
+                },
+            ],
+            "first_failures": [failure],
+        },
+        opened_at=now - timedelta(minutes=25),
+        last_holding_at=now,
+        resolved_at=now if name == "incident_resolved" else None,
+        message_id="<preview@localhost>",
+    )
+    if name == "incident_opened":
+        return render_mail(name, _incident_context(incident))
+    if name == "incident_resolved":
+        return render_mail(name, {**_incident_context(incident), "duration": now - incident.opened_at})
+    if name == "digest":
+        held = [Notification(subject=f"[FAILING] {incident.summary}", created_at=now - timedelta(minutes=40))]
+        context = {
+            "rule": rule,
+            "incidents": [_incident_context(incident)],
+            "held": held,
+            "now": now,
+            "links": {"alerts": absolute("/alerts/")},
+        }
+        return render_mail(name, context)
+    if name == "test":
+        return render_mail(name, {"rule": rule, "links": {"alerts": absolute("/alerts/")}, "now": now})
+    raise ValueError(f"no preview for {name!r}")

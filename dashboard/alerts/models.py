@@ -1,0 +1,256 @@
+"""Alert rules, the incidents they open and resolve, and every mail sent (or not) because of them.
+
+The pattern is healthchecks' Flip/Notification: an incident row is written only when a rule starts or
+stops holding, each transition writes one Notification row in the same transaction, and a mail is sent
+only by the worker that claims that row with a conditional UPDATE. Re-polls, retries and concurrent
+evaluators can therefore never produce a second mail for the same transition.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+
+class Scope(models.TextChoices):
+    ALL = "all", "Everything"
+    STREAM = "stream", "One stream"
+    TAG = "tag", "One tag"
+    WEBHOOK_URL = "webhook_url", "One webhook URL"
+
+
+class Condition(models.TextChoices):
+    ANY_FAILURE = "any_failure", "Any failed delivery"
+    FAILURE_RATE = "failure_rate", "Failure rate above a threshold"
+    CONSECUTIVE = "consecutive", "Consecutive failed deliveries"
+    ERROR_STATE_RISK = "error_state_risk", "Provider error-state risk (modelled success rate)"
+    POLLER_STALE = "poller_stale", "Our poller is stale (dead-man's switch)"
+
+
+class Digest(models.TextChoices):
+    OFF = "off", "No digest"
+    HOURLY = "hourly", "Hourly"
+    DAILY = "daily", "Daily"
+
+
+DIGEST_PERIODS = {Digest.HOURLY: timedelta(hours=1), Digest.DAILY: timedelta(days=1)}
+# Mails the hourly cap held back go out in a digest at most this long after the previous one.
+HELD_DIGEST_PERIOD = timedelta(hours=1)
+
+
+class AlertRule(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    enabled = models.BooleanField(default=True)
+    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.ALL)
+    scope_value = models.CharField(
+        max_length=2048, blank=True, help_text="The stream id, tag or webhook URL the scope names."
+    )
+    condition = models.CharField(max_length=24, choices=Condition.choices, default=Condition.ANY_FAILURE)
+    window_minutes = models.PositiveIntegerField(
+        default=15, help_text="Any failure / failure rate: how far back deliveries count (by delivery date)."
+    )
+    threshold_percent = models.PositiveSmallIntegerField(
+        default=50,
+        help_text="Failure rate: alert above this share of failed deliveries. "
+        "Error-state risk: alert when the modelled success rate falls below this (the provider stops at 70).",
+    )
+    min_deliveries = models.PositiveIntegerField(
+        default=10, help_text="Failure rate: fewer deliveries than this in the window never alert."
+    )
+    consecutive_failures = models.PositiveIntegerField(
+        default=5, help_text="Consecutive: this many newest deliveries all failed."
+    )
+    stale_minutes = models.PositiveIntegerField(
+        default=10, help_text="Poller stale: no successful poll of a source for this long."
+    )
+    recipients = models.TextField(
+        blank=True, help_text="Comma- or newline-separated addresses; empty sends to ALERT_EMAILS."
+    )
+    grace_minutes = models.PositiveIntegerField(
+        default=10, help_text="An incident resolves only once the condition has been clear this long."
+    )
+    cooldown_minutes = models.PositiveIntegerField(
+        default=30, help_text="After an incident resolves, the same target does not open a new one this soon."
+    )
+    digest = models.CharField(
+        max_length=8,
+        choices=Digest.choices,
+        default=Digest.OFF,
+        help_text="Also mail a digest of what is still failing. Mails held back by the hourly cap "
+        "always go out in the next hourly digest.",
+    )
+    muted_until = models.DateTimeField(null=True, blank=True)
+    digest_sent_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def recipient_list(self) -> list[str]:
+        own = [a.strip() for a in self.recipients.replace("\n", ",").split(",") if a.strip()]
+        return own or list(settings.ALERT_EMAILS)
+
+    def is_muted(self, now: datetime) -> bool:
+        return self.muted_until is not None and self.muted_until > now
+
+    @property
+    def grace(self) -> timedelta:
+        return timedelta(minutes=self.grace_minutes)
+
+    @property
+    def cooldown(self) -> timedelta:
+        return timedelta(minutes=self.cooldown_minutes)
+
+    def describe_condition(self) -> str:
+        if self.condition == Condition.ANY_FAILURE:
+            return f"any failed delivery in the last {self.window_minutes} min"
+        if self.condition == Condition.FAILURE_RATE:
+            return (
+                f"more than {self.threshold_percent} % failed over {self.window_minutes} min "
+                f"(at least {self.min_deliveries} deliveries)"
+            )
+        if self.condition == Condition.CONSECUTIVE:
+            return f"the newest {self.consecutive_failures} deliveries all failed"
+        if self.condition == Condition.ERROR_STATE_RISK:
+            return f"modelled provider success rate below {self.threshold_percent} % (error state below 70 %)"
+        return f"no successful poll for {self.stale_minutes} min"
+
+    def describe_scope(self) -> str:
+        if self.scope == Scope.ALL or self.condition == Condition.POLLER_STALE:
+            return "everything"
+        return f"{self.get_scope_display().lower()} {self.scope_value}"
+
+
+class TargetKind(models.TextChoices):
+    STREAM = "stream", "Stream"
+    WEBHOOK_URL = "webhook_url", "Webhook URL"
+    SOURCE = "source", "Source"
+
+
+class IncidentQuerySet(models.QuerySet["Incident"]):
+    def open(self) -> IncidentQuerySet:
+        return self.filter(resolved_at__isnull=True)
+
+
+class Incident(models.Model):
+    """A period during which a rule held for one target (a stream, a webhook URL or a source)."""
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="incidents")
+    target_kind = models.CharField(max_length=16, choices=TargetKind.choices)
+    target_key = models.CharField(max_length=2048)
+    label = models.CharField(
+        max_length=255, blank=True, help_text="Tag of the stream, or name of the source."
+    )
+    stream_id = models.CharField(max_length=64, blank=True)
+    webhook_url = models.CharField(max_length=2048, blank=True)
+    # One line saying what and where, e.g. "stream orders: 42 failed deliveries to hooks.example.com — …".
+    summary = models.CharField(max_length=500)
+    # What the condition saw when the incident opened: counts, error groups, first failures.
+    details = models.JSONField(default=dict)
+    opened_at = models.DateTimeField()
+    last_holding_at = models.DateTimeField()
+    # Set while the condition is clear; the incident resolves once this is older than the grace period.
+    clear_since = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.CharField(max_length=150, blank=True, help_text="Empty when the condition cleared.")
+    # The opening mail's Message-ID; the resolution mail replies to it.
+    message_id = models.CharField(max_length=255)
+
+    objects = IncidentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-opened_at"]
+        constraints = [
+            # Two evaluators racing to open the same incident: the second insert fails.
+            models.UniqueConstraint(
+                fields=["rule", "target_key"], condition=Q(resolved_at__isnull=True), name="incident_one_open"
+            ),
+        ]
+        indexes = [models.Index(fields=["rule", "target_key", "-resolved_at"], name="incident_rule_target")]
+
+    def __str__(self) -> str:
+        return self.summary
+
+    @property
+    def is_open(self) -> bool:
+        return self.resolved_at is None
+
+
+class NotificationKind(models.TextChoices):
+    OPENED = "opened", "Incident opened"
+    RESOLVED = "resolved", "Incident resolved"
+    DIGEST = "digest", "Digest"
+    TEST = "test", "Test mail"
+
+
+class NotificationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SENDING = "sending", "Sending"
+    SENT = "sent", "Sent"
+    HELD = "held", "Held back by the hourly cap"
+    DIGESTED = "digested", "Sent in a digest"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Not sent"
+
+
+class Notification(models.Model):
+    """One mail: rendered when its transition happens, sent by whichever worker claims it first."""
+
+    kind = models.CharField(max_length=16, choices=NotificationKind.choices)
+    rule = models.ForeignKey(AlertRule, null=True, on_delete=models.CASCADE, related_name="notifications")
+    incident = models.ForeignKey(
+        Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
+    status = models.CharField(
+        max_length=16, choices=NotificationStatus.choices, default=NotificationStatus.PENDING
+    )
+    recipients = ArrayField(models.CharField(max_length=254), default=list)
+    subject = models.CharField(max_length=500)
+    body_text = models.TextField()
+    body_html = models.TextField()
+    message_id = models.CharField(max_length=255)
+    in_reply_to = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    # The digest that carried this held-back mail.
+    digest = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="carried"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # An incident opens and resolves once, so it has at most one mail of each kind.
+            models.UniqueConstraint(
+                fields=["incident", "kind"],
+                condition=Q(kind__in=["opened", "resolved"]),
+                name="notification_one_per_transition",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="notification_status"),
+            models.Index(fields=["sent_at"], condition=Q(status="sent"), name="notification_sent_at"),
+        ]
+
+    def __str__(self) -> str:
+        return self.subject
+
+    @property
+    def status_class(self) -> str:
+        """The page's status badge: green sent, red failed, amber anything still in flight or held."""
+        if self.status in (NotificationStatus.SENT, NotificationStatus.DIGESTED):
+            return "status-delivered"
+        if self.status == NotificationStatus.FAILED:
+            return "status-failed"
+        return "status-retrying"

@@ -1,0 +1,16 @@
+from django.urls import path
+
+from dashboard.alerts import views
+
+app_name = "alerts"
+
+urlpatterns = [
+    path("", views.rule_list, name="rules"),
+    path("rules/<int:rule_id>/mute/", views.mute_rule, name="mute"),
+    path("rules/<int:rule_id>/unmute/", views.unmute_rule, name="unmute"),
+    path("rules/<int:rule_id>/test/", views.send_test_mail, name="test_mail"),
+    path("incidents/<int:incident_id>/", views.incident_detail, name="incident"),
+    path("incidents/<int:incident_id>/resolve/", views.resolve_incident, name="resolve"),
+    path("notifications/<int:notification_id>/", views.notification_detail, name="notification"),
+    path("preview/<slug:name>/", views.mail_preview, name="preview"),
+]

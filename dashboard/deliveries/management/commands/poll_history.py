@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from dashboard.deliveries.poll import poll
+from dashboard.deliveries.sources import enabled_sources, ensure_default_source
+from dashboard.upstream.errors import UpstreamError
+
+
+class Command(BaseCommand):
+    help = "Poll the upstream delivery history of every enabled source into the database, in the foreground."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--once", action="store_true", help="Poll once and exit (default: every POLL_INTERVAL_SECONDS).")
+        parser.add_argument("--source", help="Only this source (by name).")
+
+    def handle(self, *args: Any, once: bool = False, source: str | None = None, **options: Any) -> None:
+        ensure_default_source()
+        sources = enabled_sources()
+        if source:
+            sources = sources.filter(name=source)
+        if not sources.exists():
+            raise CommandError("No enabled source: set MORALIS_API_KEY or add a source in the admin.")
+        failed = False
+        while True:
+            for item in sources:
+                try:
+                    result = poll(item)
+                except UpstreamError as exc:
+                    failed = True
+                    self.stderr.write(f"{item.name}: {exc.message}")
+                    continue
+                self.stdout.write(
+                    f"{item.name}: {result.pages} pages, {result.stored.inserted} new, "
+                    f"{result.stored.updated} updated, {result.stored.unchanged} unchanged, "
+                    f"{len(result.stored.rejected)} rejected"
+                    + ("" if result.complete else " (incomplete: continues next run)")
+                )
+            if once:
+                if failed:
+                    raise CommandError("Polling failed for at least one source.")
+                return
+            time.sleep(settings.POLL_INTERVAL_SECONDS)

@@ -1,0 +1,79 @@
+"""Retention: deliveries older than HISTORY_RETENTION_DAYS go, rollups stay until ROLLUP_RETENTION_DAYS.
+
+Deletes run in bounded batches, each its own short transaction under the ingest lock, so polling is never
+blocked for long and error group counts stay exact. Rollups of deleted hours are deliberately not
+recomputed: they keep counting what was delivered after the rows are gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from dashboard.deliveries.ingest import INGEST_LOCK_KEY, _apply_group_changes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RetentionResult:
+    deliveries_deleted: int = 0
+    rollups_deleted: int = 0
+    batches: int = 0
+
+
+def enforce_retention(
+    *, now: datetime | None = None, batch_size: int | None = None, max_batches: int = 10_000
+) -> RetentionResult:
+    now = now or timezone.now()
+    batch_size = batch_size or settings.RETENTION_BATCH_SIZE
+    delivery_cutoff = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
+    rollup_cutoff = now - timedelta(days=settings.ROLLUP_RETENTION_DAYS)
+    result = RetentionResult()
+    while result.batches < max_batches:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [INGEST_LOCK_KEY])
+            cursor.execute(
+                """
+                DELETE FROM deliveries_delivery
+                 WHERE id IN (SELECT id FROM deliveries_delivery WHERE date < %s ORDER BY date LIMIT %s)
+                RETURNING error_group_id
+                """,
+                [delivery_cutoff, batch_size],
+            )
+            rows = cursor.fetchall()
+            delta: dict[int, int] = defaultdict(int)
+            for (group_id,) in rows:
+                if group_id is not None:
+                    delta[group_id] -= 1
+            _apply_group_changes(cursor, delta)
+        result.batches += 1
+        result.deliveries_deleted += len(rows)
+        if len(rows) < batch_size:
+            break
+    while result.batches < max_batches:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                """
+                DELETE FROM deliveries_hourlyrollup
+                 WHERE id IN (SELECT id FROM deliveries_hourlyrollup WHERE hour < %s LIMIT %s)
+                """,
+                [rollup_cutoff, batch_size],
+            )
+            deleted = cursor.rowcount
+        result.batches += 1
+        result.rollups_deleted += deleted
+        if deleted < batch_size:
+            break
+    if result.deliveries_deleted or result.rollups_deleted:
+        log.info(
+            "retention: %d deliveries before %s and %d rollup rows before %s deleted",
+            result.deliveries_deleted, delivery_cutoff.date(), result.rollups_deleted, rollup_cutoff.date(),
+        )
+    return result

@@ -1,0 +1,218 @@
+"""One search box for deliveries: a tx hash, an address, a topic or a block number, matched through
+the extracted search keys (GIN index), never through payload text.
+
+The admin's box also takes a stream or delivery id and error text (`parse_admin_search`,
+`search_deliveries`); every kind is answered by an index, see `search_deliveries`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dashboard.deliveries.querysets import DeliveryQuerySet
+
+_HASH = re.compile(r"^0x[0-9a-f]{64}$")
+_ADDRESS = re.compile(r"^0x[0-9a-f]{40}$")
+_BLOCK = re.compile(r"^\d{1,19}$")
+_PREFIXES = {"tx": "tx", "hash": "tx", "address": "addr", "addr": "addr", "topic": "topic", "block": "block"}
+
+HELP = "Enter a transaction hash or topic (0x + 64 hex), an address (0x + 40 hex) or a block number."
+
+
+_LABELS = {
+    "hash": "transaction hash or topic",
+    "addr": "address",
+    "stream": "stream id",
+    "delivery": "delivery id",
+    "uuid": "stream or delivery id",
+    "error": "error text",
+}
+
+
+class SearchError(ValueError):
+    """The text is not something the search keys can hold; the message says what is expected."""
+
+
+@dataclass(frozen=True)
+class SearchTerm:
+    kind: str  # "hash" (tx or topic), "tx", "topic", "address" or "block"
+    value: str
+    keys: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return _LABELS.get(self.kind, self.kind) + f" {self.value}"
+
+
+def parse_search(text: str) -> SearchTerm:
+    raw = (text or "").strip()
+    if not raw:
+        raise SearchError(HELP)
+    if len(raw) > 200:
+        raise SearchError("The search text is too long. " + HELP)
+    forced: str | None = None
+    prefix, sep, rest = raw.partition(":")
+    if sep and prefix.strip().lower() in _PREFIXES:
+        forced = _PREFIXES[prefix.strip().lower()]
+        raw = rest.strip()
+    value = raw.lower()
+    if _HASH.match(value) and forced in (None, "tx", "topic"):
+        if forced:
+            return SearchTerm(forced, value, (f"{forced}:{value}",))
+        return SearchTerm("hash", value, (f"tx:{value}", f"topic:{value}"))
+    if _ADDRESS.match(value) and forced in (None, "addr"):
+        return SearchTerm("addr", value, (f"addr:{value}",))
+    if _BLOCK.match(value) and forced in (None, "block"):
+        number = int(value)
+        return SearchTerm("block", str(number), (f"block:{number}",))
+    shown = raw if len(raw) <= 70 else raw[:67] + "…"
+    raise SearchError(f"“{shown}” is not a search key. {HELP}")
+
+
+# --- The admin's search box: the keys above, plus stream / delivery ids and error text. -----------------
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ID_PREFIXES = {"stream": "stream", "delivery": "delivery", "id": "delivery"}
+_ERROR_PREFIXES = {"error", "err"}
+ERROR_TEXT_MIN = 3
+# Exact error text is looked for among at most this many of the newest deliveries of the error groups
+# it falls in (read through the (error_group, date) index), so a search never scans a whole group.
+ERROR_TEXT_SCAN_ROWS = 20_000
+# Error groups one search may select; their templates are far fewer than deliveries.
+ERROR_GROUPS_MAX = 200
+
+ADMIN_HELP = (
+    "Search by transaction hash or topic (0x + 64 hex), address (0x + 40 hex, any case), block number, "
+    "stream or delivery id (a UUID), or error text (\u201cerror: timeout\u201d; plain words are read as error "
+    "text). Prefixes narrow the kind: tx:, topic:, address:, block:, stream:, id:, error:."
+)
+
+
+def parse_admin_search(text: str) -> SearchTerm:
+    """Like `parse_search`, plus stream and delivery ids and error text; raises SearchError with a message."""
+    raw = (text or "").strip()
+    if not raw:
+        raise SearchError(ADMIN_HELP)
+    if len(raw) > 200:
+        raise SearchError("The search text is too long (200 characters at most).")
+    if _CONTROL.search(raw):
+        raise SearchError("The search text contains control characters.")
+    prefix, sep, rest = raw.partition(":")
+    prefix = prefix.strip().lower()
+    if sep and prefix in _ID_PREFIXES:
+        value = rest.strip().lower()
+        if not _UUID.match(value):
+            kind = _ID_PREFIXES[prefix]
+            raise SearchError(f"\u201c{_shown(rest.strip())}\u201d is not a {kind} id: expected a UUID.")
+        return SearchTerm(_ID_PREFIXES[prefix], value, ())
+    if sep and prefix in _ERROR_PREFIXES:
+        return _error_term(rest)
+    if _UUID.match(raw.lower()):
+        return SearchTerm("uuid", raw.lower(), ())
+    try:
+        return parse_search(raw)
+    except SearchError:
+        # Text that was meant as a key (a prefix, hex or digits) gets the key message; words are error text.
+        if (sep and prefix in _PREFIXES) or raw.lower().startswith("0x") or raw.isdigit():
+            raise SearchError(f"\u201c{_shown(raw)}\u201d is not a search key. {ADMIN_HELP}") from None
+        return _error_term(raw)
+
+
+def _error_term(text: str) -> SearchTerm:
+    value = " ".join(text.split())
+    if len(value) < ERROR_TEXT_MIN:
+        raise SearchError(f"Error text needs at least {ERROR_TEXT_MIN} characters.")
+    return SearchTerm("error", value, ())
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 70 else text[:67] + "\u2026"
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    deliveries: DeliveryQuerySet
+    # What was searched, in words, for the page to show beside the results.
+    note: str
+
+
+def search_deliveries(deliveries: DeliveryQuerySet, term: SearchTerm) -> SearchOutcome:
+    """Narrow `deliveries` to the term. Each kind is served by an index, never by reading payloads:
+
+    - keys (tx, topic, address, block): `search_keys && ARRAY[...]`, the GIN index on search_keys;
+    - stream id: the (stream_id, date) btree; a delivery id: the primary key; a bare UUID is tried as a
+      delivery id first (one probe), then as a stream id;
+    - error text: error *groups* are matched first, by their masked template (`error_template` of the
+      text, so "ECONNREFUSED 203.0.113.7:443" finds "connect ECONNREFUSED <ip>"). That ILIKE runs over
+      the error-group table, one row per distinct masked message (hundreds, not millions). Deliveries
+      then come through the (error_group, date) index. When the text has variable parts the template
+      hides (an IP, a status code), the exact text is checked only among the newest ERROR_TEXT_SCAN_ROWS
+      deliveries of the matching groups: a bounded read, never a scan of error_message.
+    """
+    from dashboard.deliveries.models import Delivery
+
+    if term.keys:
+        return SearchOutcome(deliveries.matching(term), f"Searched the extracted keys for {term.label}.")
+    if term.kind == "delivery" or (term.kind == "uuid" and Delivery.objects.filter(pk=term.value).exists()):
+        return SearchOutcome(deliveries.filter(pk=term.value), f"Delivery {term.value}.")
+    if term.kind in ("stream", "uuid"):
+        return SearchOutcome(deliveries.filter(stream_id=term.value), f"Deliveries of stream {term.value}.")
+    if term.kind == "error":
+        return _search_error_text(deliveries, term.value)
+    raise SearchError(f"Cannot search for {term.label}.")
+
+
+def _search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
+    from django.db.models import Q
+    from django.db.models.expressions import RawSQL
+
+    from dashboard.deliveries.derive import error_template
+    from dashboard.deliveries.models import Delivery, ErrorGroup
+
+    template = error_template(text)
+    group_ids = list(
+        ErrorGroup.objects.filter(Q(template__icontains=text) | Q(template__icontains=template))
+        .order_by("-last_seen")
+        .values_list("id", flat=True)[: ERROR_GROUPS_MAX + 1]
+    )
+    if not group_ids:
+        return SearchOutcome(deliveries.none(), f"No error message group matches \u201c{text}\u201d.")
+    more = len(group_ids) > ERROR_GROUPS_MAX
+    group_ids = group_ids[:ERROR_GROUPS_MAX]
+    groups = f"{len(group_ids)}{'+' if more else ''} error group{'s' if len(group_ids) != 1 else ''}"
+    if template.lower() == text.lower() or _template_matches_exactly(group_ids, text):
+        # Every message of these groups contains the text: no need to look at the messages.
+        return SearchOutcome(
+            deliveries.filter(error_group_id__in=group_ids),
+            f"Searched error messages for \u201c{text}\u201d: {groups} match.",
+        )
+    per_group = max(100, ERROR_TEXT_SCAN_ROWS // len(group_ids))
+    table = Delivery._meta.db_table
+    newest_in_groups = RawSQL(  # noqa: S611 - fixed SQL, values are parameters
+        f"""
+        SELECT recent.id
+          FROM unnest(%s::bigint[]) AS g(id)
+         CROSS JOIN LATERAL (
+            SELECT d.id FROM {table} d WHERE d.error_group_id = g.id ORDER BY d.date DESC LIMIT %s
+         ) AS recent
+        """,  # noqa: S608 - the table name comes from the model; values are parameters
+        (group_ids, per_group),
+    )
+    return SearchOutcome(
+        deliveries.filter(id__in=newest_in_groups, error_message__icontains=text),
+        f"Searched error messages for \u201c{text}\u201d among the newest {per_group:,} deliveries "
+        f"of each of {groups} whose template matches.",
+    )
+
+
+def _template_matches_exactly(group_ids: list[int], text: str) -> bool:
+    """True when every selected group's template itself contains the text (no masked part in between)."""
+    from dashboard.deliveries.models import ErrorGroup
+
+    needle = text.lower()
+    templates: Any = ErrorGroup.objects.filter(id__in=group_ids).values_list("template", flat=True)
+    return all(needle in t.lower() for t in templates)

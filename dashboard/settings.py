@@ -1,0 +1,206 @@
+"""Settings for the stream-delivery dashboard. Every value comes from the environment; see README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from dashboard.env import (
+    ImproperlyConfiguredEnv,
+    env_bool,
+    env_email_url,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfiguredEnv("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1"] if DEBUG else [])
+SITE_URL = env_url("SITE_URL", "http://localhost:8000")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [SITE_URL])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "dashboard.accounts",
+    "dashboard.deliveries",
+    "dashboard.web",
+    "dashboard.alerts",
+    "dashboard.lookups",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+WSGI_APPLICATION = "dashboard.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "dashboard.deliveries.context_processors.sync_banner",
+            ],
+        },
+    },
+]
+
+_database_url = env_url(
+    "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/stream_dashboard", schemes=("postgres", "postgresql")
+)
+DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
+# Lets parallel test runs on one server keep apart (e.g. TEST_DATABASE_NAME=test_dashboard_2).
+if env_str("TEST_DATABASE_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
+
+REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "dash"),
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "web:overview"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG and SITE_URL.startswith("https://"))
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Upstream (Moralis). Defaults are the real provider; the demo points them at the simulator.
+MORALIS_API_KEY = env_str("MORALIS_API_KEY")
+MORALIS_STREAMS_BASE_URL = env_url("MORALIS_STREAMS_BASE_URL", "https://api.moralis-streams.com")
+MORALIS_EVM_BASE_URL = env_url("MORALIS_EVM_BASE_URL", "https://deep-index.moralis.io")
+MORALIS_APTOS_MAINNET_BASE_URL = env_url("MORALIS_APTOS_MAINNET_BASE_URL", "https://mainnet-aptos-api.moralis.io")
+MORALIS_APTOS_TESTNET_BASE_URL = env_url("MORALIS_APTOS_TESTNET_BASE_URL", "https://testnet-aptos-api.moralis.io")
+UPSTREAM_CONNECT_TIMEOUT = env_int("UPSTREAM_CONNECT_TIMEOUT", 5, minimum=1, maximum=60)
+UPSTREAM_READ_TIMEOUT = env_int("UPSTREAM_READ_TIMEOUT", 30, minimum=1, maximum=600)
+UPSTREAM_MAX_RETRIES = env_int("UPSTREAM_MAX_RETRIES", 4, minimum=0, maximum=10)
+
+# Ingestion
+POLL_INTERVAL_SECONDS = env_int("POLL_INTERVAL_SECONDS", 15, minimum=1, maximum=3600)
+HISTORY_PAGE_SIZE = env_int("HISTORY_PAGE_SIZE", 100, minimum=1, maximum=100)
+HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 90, minimum=8)
+# Hourly rollups outlive the deliveries they count, so long-range charts keep working.
+ROLLUP_RETENTION_DAYS = env_int("ROLLUP_RETENTION_DAYS", 400, minimum=HISTORY_RETENTION_DAYS)
+RETENTION_BATCH_SIZE = env_int("RETENTION_BATCH_SIZE", 5000, minimum=100, maximum=100_000)
+# The provider retries a failed delivery for up to ~25 h (1 min … 24 h): that window is re-read in full
+# every REVISIT_INTERVAL_SECONDS so that records changed in place are updated.
+RETRY_WINDOW_HOURS = env_int("RETRY_WINDOW_HOURS", 26, minimum=1, maximum=24 * 7)
+REVISIT_INTERVAL_SECONDS = env_int("REVISIT_INTERVAL_SECONDS", 300, minimum=10, maximum=86400)
+
+# Mail. EMAIL_URL (smtp://, submission://, smtps://) wins over the separate EMAIL_* variables.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+_email = env_email_url("EMAIL_URL")
+EMAIL_HOST = str(_email.get("EMAIL_HOST") or env_str("EMAIL_HOST", "localhost"))
+EMAIL_PORT = int(str(_email.get("EMAIL_PORT") or env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)))
+EMAIL_HOST_USER = str(_email.get("EMAIL_HOST_USER") if _email else env_str("EMAIL_HOST_USER"))
+EMAIL_HOST_PASSWORD = str(_email.get("EMAIL_HOST_PASSWORD") if _email else env_str("EMAIL_HOST_PASSWORD"))
+EMAIL_USE_TLS = bool(_email.get("EMAIL_USE_TLS") if _email else env_bool("EMAIL_USE_TLS", False))
+EMAIL_USE_SSL = bool(_email.get("EMAIL_USE_SSL") if _email else env_bool("EMAIL_USE_SSL", False))
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfiguredEnv("EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be on")
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20, minimum=1, maximum=300)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Stream Dashboard <alerts@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+
+# Alerts
+ALERT_EMAILS = env_list("ALERT_EMAILS", [])
+ALERT_MAX_MAILS_PER_HOUR = env_int("ALERT_MAX_MAILS_PER_HOUR", 30, minimum=1)
+ALERT_SWEEP_SECONDS = env_int("ALERT_SWEEP_SECONDS", 30, minimum=5, maximum=3600)
+
+# Celery: a broker is always configured; tests run tasks eagerly only where they say so.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240, minimum=10)
+CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60
+# A poll stops taking new pages this long into a task; its checkpoint carries on in the next run.
+POLL_TIME_BUDGET_SECONDS = max(5, CELERY_TASK_SOFT_TIME_LIMIT - 40)
+# With late acks, a task still running when the broker connection drops is redelivered: stop it then.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "poll-history-head": {
+        "task": "dashboard.deliveries.tasks.poll_all_sources",
+        "schedule": float(POLL_INTERVAL_SECONDS),
+        "options": {"expires": float(POLL_INTERVAL_SECONDS)},
+    },
+    "enforce-retention": {
+        "task": "dashboard.deliveries.tasks.enforce_retention",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
+    },
+    # Time-based alert conditions (staleness, grace periods, digests) and mails whose task was lost.
+    "sweep-alerts": {
+        "task": "dashboard.alerts.tasks.sweep_alerts",
+        "schedule": float(ALERT_SWEEP_SECONDS),
+        "options": {"expires": float(ALERT_SWEEP_SECONDS)},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+}

@@ -1,0 +1,290 @@
+"""Request handling: routing, auth, parameter validation and the three operations' answers.
+
+Transport-free: `handle()` takes the parts of a request and returns a Response, so the HTTP server
+stays a thin shell and every rule here can be read in one place.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from dashboard.simulator import catalog, responses
+from dashboard.simulator.cursors import InvalidCursor
+from dashboard.simulator.owners import render_owner
+from dashboard.simulator.responses import Response, error, ok
+from dashboard.simulator.world import World
+
+MAX_QUERY_FIELDS = 200
+OWNERS_PATH = re.compile(r"^/api/v2/nft/([^/]*)/owners/?$")
+CREATORS_PATH = re.compile(r"^/aptos/(mainnet|testnet)/nfts/creators/?$")
+
+
+class BadParams(Exception):
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("; ".join(messages))
+        self.messages = messages
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: Mapping[str, str]
+
+    def one(self, name: str) -> str | None:
+        """A single-valued parameter; a repeated one is a client error, as Express parsers make it a list."""
+        values = self.query.get(name)
+        if not values:
+            return None
+        if len(values) > 1:
+            raise BadParams([f"{name} must be a single value"])
+        return values[0]
+
+
+def parse_query(raw: str) -> dict[str, list[str]]:
+    try:
+        pairs = parse_qsl(raw, keep_blank_values=True, errors="strict", max_num_fields=MAX_QUERY_FIELDS)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadParams(["query string could not be parsed"]) from exc
+    query: dict[str, list[str]] = {}
+    for key, value in pairs:
+        query.setdefault(key, []).append(value)
+    return query
+
+
+def is_nest(path: str) -> bool:
+    return path.startswith("/aptos/")
+
+
+def check_key(world: World, request: Request) -> Response | None:
+    """401 unless the configured key came in X-API-Key (or, on the Aptos host, as a bearer token)."""
+    nest = is_nest(request.path)
+    key = request.headers.get("x-api-key")
+    if key is None and nest:
+        auth = request.headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            key = auth[7:].strip()
+    if key is None or key == "":
+        return error(401, responses.MISSING_KEY, nest=nest)
+    if not hmac.compare_digest(key.encode("utf-8", "replace"), world.api_key.encode()):
+        return error(401, responses.INVALID_KEY, nest=nest)
+    return None
+
+
+def handle(world: World, request: Request) -> Response:
+    nest = is_nest(request.path)
+    if request.method not in ("GET", "HEAD"):
+        return error(405, f"Cannot {request.method} {request.path}"[:200], nest=nest)
+    route = None
+    if request.path.rstrip("/") == "/history":
+        route = "history"
+    elif OWNERS_PATH.match(request.path):
+        route = "owners"
+    elif CREATORS_PATH.match(request.path):
+        route = "creators"
+    if route is None:
+        return error(404, f"Cannot GET {request.path}"[:200], nest=nest)
+    denied = check_key(world, request)
+    if denied is not None:
+        return denied
+    try:
+        if route == "history":
+            return history(world, request)
+        if route == "owners":
+            return owners(world, request)
+        return creators(world, request)
+    except BadParams as exc:
+        return error(400, exc.messages if nest else exc.messages[0], nest=nest)
+
+
+def parse_int(name: str, raw: str | None, *, low: int, high: int, default: int | None = None) -> int:
+    if raw is None or raw == "":
+        if default is None:
+            raise BadParams([f"{name} is required"])
+        return default
+    if not re.fullmatch(r"\s*[+-]?\d{1,12}\s*", raw):
+        raise BadParams([f"{name} must be an integer number"])
+    value = int(raw)
+    if value < low:
+        raise BadParams([f"{name} must not be less than {low}"])
+    if value > high:
+        raise BadParams([f"{name} must not be greater than {high}"])
+    return value
+
+
+def parse_bool(name: str, raw: str | None, *, default: bool) -> bool:
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    raise BadParams([f"{name} must be a boolean value (true or false)"])
+
+
+def history(world: World, request: Request) -> Response:
+    limit = parse_int("limit", request.one("limit"), low=1, high=100)
+    exclude_payload = parse_bool("excludePayload", request.one("excludePayload"), default=False)
+    raw_cursor = request.one("cursor")
+    before: tuple[float, str] | None = None
+    if raw_cursor:
+        try:
+            claims = world.cursors.decode(raw_cursor, kind="history")
+            limit = int(claims["limit"])
+            before = (float(claims["date"]), str(claims["id"]))
+        except (InvalidCursor, KeyError, TypeError, ValueError):
+            raise BadParams(["Invalid cursor"]) from None
+    now = world.clock.timestamp()
+    page, total, more = world.history.page(now, limit, before)
+    body: dict[str, object] = {
+        "result": [world.history.render(d, now, include_payload=not exclude_payload) for d in page],
+        "total": total,
+    }
+    if more and page:
+        last = page[-1]
+        body["cursor"] = world.cursors.encode(
+            {"kind": "history", "limit": limit, "date": last.date, "id": last.id, "iat": int(now)}
+        )
+    return ok(body)
+
+
+EVM_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+APTOS_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{64}$")
+
+
+def owners(world: World, request: Request) -> Response:
+    match = OWNERS_PATH.match(request.path)
+    assert match is not None
+    address = match.group(1)
+    if not EVM_ADDRESS.match(address):
+        raise BadParams(["Invalid address provided"])
+    chain = catalog.chain_for(request.one("chain") or "eth")
+    if chain is None:
+        raise BadParams(["Invalid chain provided"])
+    fmt = (request.one("format") or "decimal").lower()
+    if fmt not in ("decimal", "hex"):
+        raise BadParams(["format must be one of the following values: decimal, hex"])
+    limit = parse_int("limit", request.one("limit"), low=1, high=100, default=100)
+    disable_total = parse_bool("disable_total", request.one("disable_total"), default=True)
+    normalize = parse_bool("normalizeMetadata", request.one("normalizeMetadata"), default=False)
+    media = parse_bool("media_items", request.one("media_items"), default=False)
+    address = address.lower()
+    offset, page = 0, 1
+    raw_cursor = request.one("cursor")
+    if raw_cursor:
+        try:
+            claims = world.cursors.decode(raw_cursor, kind="owners")
+            if claims["address"] != address or claims["chain"] != chain.hex_id:
+                raise InvalidCursor("cursor belongs to another contract")
+            limit, offset, page = int(claims["limit"]), int(claims["offset"]), int(claims["page"])
+        except (InvalidCursor, KeyError, TypeError, ValueError):
+            raise BadParams(["Invalid cursor"]) from None
+    now = world.clock.timestamp()
+    contract = world.owners.contract(chain, address)
+    status, share = world.owners.sync_state(contract, now)
+    visible = contract.tokens[: int(len(contract.tokens) * share)]
+    chunk = visible[offset : offset + limit]
+    more = offset + limit < len(visible)
+    cursor = None
+    if more:
+        cursor = world.cursors.encode(
+            {
+                "kind": "owners",
+                "address": address,
+                "chain": chain.hex_id,
+                "limit": limit,
+                "offset": offset + limit,
+                "page": page + 1,
+                "iat": int(now),
+            }
+        )
+    return ok(
+        {
+            "status": status,
+            "total": None if disable_total else len(visible),
+            "page": page,
+            "page_size": limit,
+            "cursor": cursor,
+            "result": [
+                render_owner(contract, t, hex_ids=fmt == "hex", normalize=normalize, media=media)
+                for t in chunk
+            ],
+        }
+    )
+
+
+CREATOR_KEY = re.compile(r"^creator_addresses(?:\[(\d{0,4})\])?$")
+
+
+def creator_addresses(request: Request) -> list[str]:
+    """All three encodings: repeated key, `key[]=`, and `key[0]=`/`key[1]=` (in index order)."""
+    plain: list[str] = []
+    indexed: list[tuple[int, int, str]] = []
+    for key, values in request.query.items():
+        found = CREATOR_KEY.match(key)
+        if found is None:
+            continue
+        if found.group(1):
+            indexed.extend((int(found.group(1)), n, v) for n, v in enumerate(values))
+        else:
+            plain.extend(values)
+    return plain + [v for _, _, v in sorted(indexed)]
+
+
+def creators(world: World, request: Request) -> Response:
+    match = CREATORS_PATH.match(request.path)
+    assert match is not None
+    network = match.group(1)
+    problems: list[str] = []
+    limit = offset = 0
+    try:
+        limit = parse_int("limit", request.one("limit"), low=1, high=100)
+    except BadParams as exc:
+        problems.extend(exc.messages)
+    try:
+        offset = parse_int("offset", request.one("offset"), low=0, high=100, default=0)
+    except BadParams as exc:
+        problems.extend(exc.messages)
+    addresses = creator_addresses(request)
+    if not addresses:
+        problems.append("creator_addresses must contain at least 1 elements")
+    elif len(addresses) > 25:
+        problems.append("creator_addresses must contain no more than 25 elements")
+    if any(not APTOS_ADDRESS.match(a) for a in addresses):
+        problems.append("each value in creator_addresses must match /^0x[a-fA-F0-9]{64}$/ regular expression")
+    if problems:
+        raise BadParams(problems)
+    addresses = [a.lower() for a in addresses]
+    fingerprint = ",".join(sorted(set(addresses)))
+    raw_cursor = request.one("cursor")
+    position = offset
+    if raw_cursor:
+        try:
+            claims = world.cursors.decode(raw_cursor, kind="creators")
+            if claims["network"] != network or claims["creators"] != fingerprint:
+                raise InvalidCursor("cursor belongs to another query")
+            limit, position = int(claims["limit"]), int(claims["position"])
+        except (InvalidCursor, KeyError, TypeError, ValueError):
+            raise BadParams(["cursor is not valid"]) from None
+    items = world.creators[network].tokens_for(addresses)
+    chunk = items[position : position + limit]
+    more = position + limit < len(items)
+    cursor = None
+    if more:
+        cursor = world.cursors.encode(
+            {
+                "kind": "creators",
+                "network": network,
+                "creators": fingerprint,
+                "limit": limit,
+                "position": position + limit,
+                "iat": int(world.clock.timestamp()),
+            }
+        )
+    return ok({"cursor": cursor, "hasNextPage": more, "result": chunk})

@@ -1,0 +1,691 @@
+"""The delivery history of a few simulated streams, as a pure function of the seed and the clock.
+
+Blocks with activity arrive as a Poisson process generated one hour-slot at a time from the seed,
+so the same seed gives the same world whatever the clock did before. Each block is delivered
+twice per stream (unconfirmed, then confirmed). Whether an attempt fails depends on incidents on
+the webhook URL at that moment; a failed delivery is retried on the published schedule, and the
+record's state (retries, errorMessage) is read off the attempts that happened before "now".
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from dashboard.simulator import catalog, entropy
+
+# The provider's published retry delays after each failed attempt.
+RETRY_DELAYS: tuple[int, ...] = (60, 600, 3600, 7200, 21600, 43200, 86400)
+
+EVENT_SLOT = 3600.0
+INCIDENT_SLOT = 6 * 3600.0
+# Incidents never last longer than this, so a lookup needs only the last few incident slots.
+MAX_INCIDENT = 12 * 3600.0
+# Any attempt, even to a healthy URL, fails this often (a blip the first retry usually fixes).
+SPORADIC_FAILURE_RATE = 0.012
+
+
+@dataclass(frozen=True)
+class StreamTemplate:
+    tag: str
+    chain_hex: str
+    kind: str  # erc20 | nft | swap | native
+    weight: float
+    url_index: int
+
+
+@dataclass(frozen=True)
+class WebhookTemplate:
+    url: str
+    host: str
+    ip: str
+    port: int
+    timeout_ms: int
+    # Chance that an incident starts on this URL in any six-hour slot.
+    incident_rate: float
+    incident_kinds: tuple[str, ...]
+
+
+WEBHOOKS: tuple[WebhookTemplate, ...] = (
+    WebhookTemplate(
+        "https://api.acme-payments.io/webhooks/moralis",
+        "api.acme-payments.io",
+        "198.51.100.23",
+        443,
+        10000,
+        0.15,
+        ("status5xx", "timeout"),
+    ),
+    WebhookTemplate(
+        "https://hooks.example.com/streams/nft-sales",
+        "hooks.example.com",
+        "203.0.113.40",
+        443,
+        10000,
+        0.2,
+        ("status5xx", "dns", "hangup"),
+    ),
+    WebhookTemplate(
+        "https://ingest.treasury-ops.net/moralis/hook",
+        "ingest.treasury-ops.net",
+        "203.0.113.7",
+        443,
+        15000,
+        0.25,
+        ("refused", "status5xx", "reset"),
+    ),
+    WebhookTemplate(
+        "https://nft-indexer.demo-studio.dev/api/moralis",
+        "nft-indexer.demo-studio.dev",
+        "198.51.100.77",
+        443,
+        10000,
+        0.2,
+        ("cert", "status404", "status5xx"),
+    ),
+    WebhookTemplate(
+        "https://swaps.tradebot.example.org/hook?src=moralis",
+        "swaps.tradebot.example.org",
+        "192.0.2.15",
+        8443,
+        5000,
+        0.3,
+        ("timeout", "hangup", "status5xx"),
+    ),
+)
+
+STREAM_TEMPLATES: tuple[StreamTemplate, ...] = (
+    StreamTemplate("usdc-transfers", "0x1", "erc20", 3.0, 0),
+    StreamTemplate("nft-sales", "0x1", "nft", 2.0, 1),
+    StreamTemplate("treasury-wallets", "0x89", "native", 1.0, 2),
+    StreamTemplate("uniswap-v2-swaps", "0x1", "swap", 2.0, 4),
+    StreamTemplate("bsc-payments", "0x38", "erc20", 1.5, 0),
+    StreamTemplate("game-items", "0x89", "nft", 1.0, 3),
+    StreamTemplate("arbitrum-mints", "0xa4b1", "nft", 1.0, 3),
+    StreamTemplate("avax-deposits", "0xa86a", "native", 0.8, 2),
+)
+
+
+@dataclass(frozen=True)
+class Stream:
+    id: str
+    tag: str
+    chain: catalog.Chain
+    kind: str
+    weight: float
+    webhook: WebhookTemplate
+
+
+@dataclass(frozen=True)
+class Incident:
+    url: str
+    start: float
+    end: float
+    kind: str
+    # Fixed variable part for the whole incident (a status code), so texts group but still vary by incident.
+    status_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEvent:
+    key: str
+    stream: Stream
+    number: int
+    ts: float
+
+
+@dataclass(slots=True)
+class Delivery:
+    id: str
+    date: float
+    event: BlockEvent
+    confirmed: bool
+    # (attempt time, error text or "" for success), filled in on first use.
+    attempts: tuple[tuple[float, str], ...] | None = None
+
+
+@dataclass
+class _Index:
+    keys: list[tuple[float, str]] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    slots: set[int] = field(default_factory=set)
+
+
+def iso(ts: float) -> str:
+    """JavaScript's Date.toISOString(): milliseconds and Z."""
+    dt = datetime.fromtimestamp(ts, UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+class HistoryWorld:
+    def __init__(
+        self, *, seed: int, start: float, deliveries_per_minute: float, window_days: int, streams: int
+    ) -> None:
+        self.seed = seed
+        self.start = start
+        self.deliveries_per_minute = deliveries_per_minute
+        self.window_seconds = window_days * 86400.0
+        r = entropy.rng(seed, "streams")
+        count = max(1, min(streams, len(STREAM_TEMPLATES)))
+        self.streams: list[Stream] = [
+            Stream(
+                id=entropy.uuid4(r),
+                tag=t.tag,
+                chain=catalog.CHAINS_BY_HEX[t.chain_hex],
+                kind=t.kind,
+                weight=t.weight,
+                webhook=WEBHOOKS[t.url_index],
+            )
+            for t in STREAM_TEMPLATES[:count]
+        ]
+        self._scripted = self._scripted_incidents()
+        self._lock = threading.Lock()
+        self._index = _Index()
+        self._incidents: dict[tuple[str, int], list[Incident]] = {}
+        self._payloads: dict[str, dict[str, Any]] = {}
+
+    # -- incidents -------------------------------------------------------------------------------
+
+    def _scripted_incidents(self) -> list[Incident]:
+        """Incidents placed relative to the start so that the demo shows trouble at first sight."""
+        hour = 3600.0
+        s = self.start
+        urls = {w.url for w in (st.webhook for st in self.streams)}
+        scripted = [
+            # A DNS record deleted for three days: long enough that early deliveries exhaust their retries.
+            Incident(WEBHOOKS[1].url, s - 5 * 86400, s - 2 * 86400, "dns", 0),
+            # An endpoint removed by a deploy, restored two days later: early deliveries fail for good.
+            Incident(WEBHOOKS[3].url, s - 6.5 * 86400, s - 4.5 * 86400, "status404", 404),
+            # Ongoing at start: an expired certificate, a receiver down (refused), a slow one (timeouts)
+            # and a flapping upstream proxy (502).
+            Incident(WEBHOOKS[3].url, s - 20 * hour, s + 4 * hour, "cert", 0),
+            Incident(WEBHOOKS[2].url, s - 3 * hour, s + 1.5 * hour, "refused", 0),
+            Incident(WEBHOOKS[0].url, s - 25 * 60, s + 15 * 60, "status5xx", 502),
+            Incident(WEBHOOKS[4].url, s - 40 * 60, s + 3 * hour, "timeout", 0),
+        ]
+        return [i for i in scripted if i.url in urls]
+
+    def _random_incidents(self, webhook: WebhookTemplate, slot: int) -> list[Incident]:
+        cache_key = (webhook.url, slot)
+        cached = self._incidents.get(cache_key)
+        if cached is not None:
+            return cached
+        r = entropy.rng(self.seed, "incident", webhook.url, slot)
+        found: list[Incident] = []
+        if r.random() < webhook.incident_rate:
+            start = slot * INCIDENT_SLOT + r.uniform(0, INCIDENT_SLOT)
+            # Mostly short blips, sometimes hours.
+            duration = min(MAX_INCIDENT, 600 * r.lognormvariate(1.0, 1.0))
+            kind = r.choice(webhook.incident_kinds)
+            code = r.choice((500, 502, 502, 503, 504)) if kind == "status5xx" else 404
+            found.append(Incident(webhook.url, start, start + duration, kind, code))
+        self._incidents[cache_key] = found
+        return found
+
+    def incident_at(self, webhook: WebhookTemplate, ts: float) -> Incident | None:
+        for incident in self._scripted:
+            if incident.url == webhook.url and incident.start <= ts < incident.end:
+                return incident
+        slot = int(ts // INCIDENT_SLOT)
+        for s in range(slot - int(MAX_INCIDENT // INCIDENT_SLOT), slot + 1):
+            for incident in self._random_incidents(webhook, s):
+                if incident.start <= ts < incident.end:
+                    return incident
+        return None
+
+    def incidents_between(self, start: float, end: float) -> list[Incident]:
+        """Every incident overlapping [start, end), for tests and for a look at the truth."""
+        out: list[Incident] = [i for i in self._scripted if i.start < end and i.end > start]
+        seen = {w.url: w for w in (st.webhook for st in self.streams)}
+        first = int((start - MAX_INCIDENT) // INCIDENT_SLOT)
+        for webhook in seen.values():
+            for s in range(first, int(end // INCIDENT_SLOT) + 1):
+                out.extend(i for i in self._random_incidents(webhook, s) if i.start < end and i.end > start)
+        return sorted(out, key=lambda i: i.start)
+
+    def _failure_text(self, webhook: WebhookTemplate, ts: float, delivery_id: str, attempt: int) -> str:
+        incident = self.incident_at(webhook, ts)
+        if incident is not None:
+            kind, code = incident.kind, incident.status_code
+            if kind == "status5xx" and entropy.unit(delivery_id, attempt, "code") < 0.3:
+                # A struggling server does not always fail the same way.
+                code = 503 if code != 503 else 502
+        elif entropy.unit(self.seed, delivery_id, attempt, "sporadic") < SPORADIC_FAILURE_RATE:
+            kind = ("timeout", "hangup", "status5xx", "reset")[entropy.digest_int(delivery_id, attempt) % 4]
+            code = 502
+        else:
+            return ""
+        return _error_text(webhook, kind, code)
+
+    # -- deliveries ------------------------------------------------------------------------------
+
+    def _events_in_slot(self, slot: int) -> list[Delivery]:
+        r = entropy.rng(self.seed, "events", slot)
+        # Two records per block, so blocks arrive at half the record rate.
+        rate = self.deliveries_per_minute / 60.0 / 2.0
+        out: list[Delivery] = []
+        if rate <= 0:
+            return out
+        weights = [s.weight for s in self.streams]
+        t = slot * EVENT_SLOT
+        end = t + EVENT_SLOT
+        while True:
+            t += r.expovariate(rate)
+            if t >= end:
+                break
+            stream = r.choices(self.streams, weights)[0]
+            number = catalog.block_at(stream.chain, t)
+            event = BlockEvent(key=f"{stream.id}:{number}", stream=stream, number=number, ts=t)
+            out.append(Delivery(entropy.uuid4(r), t + r.uniform(1.5, 6.0), event, False))
+            confirmed_at = t + stream.chain.confirm_seconds + r.uniform(2.0, 25.0)
+            out.append(Delivery(entropy.uuid4(r), confirmed_at, event, True))
+        return out
+
+    def _ensure(self, lo_ts: float, hi_ts: float) -> _Index:
+        """The sorted index covering [lo_ts, hi_ts]; generates missing hour-slots once."""
+        index = self._index
+        # Confirmed deliveries land a few minutes after their block, so look one slot back.
+        wanted = set(range(int(lo_ts // EVENT_SLOT) - 1, int(hi_ts // EVENT_SLOT) + 1))
+        missing = wanted - index.slots
+        if not missing:
+            return index
+        with self._lock:
+            index = self._index
+            missing = wanted - index.slots
+            if not missing:
+                return index
+            # Forget slots well past retention so a long-running demo does not grow without bound.
+            keep_from = lo_ts - 2 * 86400
+            deliveries = [d for d in index.deliveries if d.date >= keep_from]
+            for slot in sorted(missing):
+                deliveries.extend(self._events_in_slot(slot))
+            deliveries.sort(key=lambda d: (d.date, d.id))
+            new = _Index(
+                keys=[(d.date, d.id) for d in deliveries],
+                deliveries=deliveries,
+                slots={s for s in index.slots | missing if (s + 1) * EVENT_SLOT >= keep_from},
+            )
+            live = {d.event.key for d in deliveries}
+            self._payloads = {k: v for k, v in self._payloads.items() if k in live}
+            self._index = new
+            return new
+
+    def attempts(self, d: Delivery) -> tuple[tuple[float, str], ...]:
+        if d.attempts is None:
+            webhook = d.event.stream.webhook
+            out: list[tuple[float, str]] = []
+            t = d.date
+            for attempt in range(len(RETRY_DELAYS) + 1):
+                text = self._failure_text(webhook, t, d.id, attempt)
+                out.append((t, text))
+                if not text or attempt == len(RETRY_DELAYS):
+                    break
+                t += RETRY_DELAYS[attempt]
+            d.attempts = tuple(out)
+        return d.attempts
+
+    def state_at(self, d: Delivery, now: float) -> tuple[int, str]:
+        """(retries, errorMessage) as the upstream shows the record at `now`."""
+        done = [a for a in self.attempts(d) if a[0] <= now]
+        return len(done) - 1, done[-1][1]
+
+    def window(self, now: float) -> tuple[_Index, int, int]:
+        """The index and the [lo, hi) slice of records visible at `now` (oldest to newest)."""
+        index = self._ensure(now - self.window_seconds, now)
+        lo = bisect.bisect_left(index.keys, (now - self.window_seconds, ""))
+        hi = bisect.bisect_right(index.keys, (now, "\uffff"))
+        return index, lo, hi
+
+    def page(
+        self, now: float, limit: int, before: tuple[float, str] | None = None
+    ) -> tuple[list[Delivery], int, bool]:
+        """Up to `limit` records older than `before`, newest first; the window total; whether more remain."""
+        index, lo, hi = self.window(now)
+        total = hi - lo
+        if before is not None:
+            hi = min(hi, bisect.bisect_left(index.keys, before))
+        start = max(lo, hi - limit)
+        return index.deliveries[start:hi][::-1], total, start > lo
+
+    # -- rendering -------------------------------------------------------------------------------
+
+    def render(self, d: Delivery, now: float, *, include_payload: bool) -> dict[str, Any]:
+        retries, error = self.state_at(d, now)
+        event = d.event
+        base = self.payload(event)
+        record: dict[str, Any] = {"id": d.id, "date": iso(d.date)}
+        if include_payload:
+            record["payload"] = {**base, "retries": retries, "confirmed": d.confirmed}
+        record["tinyPayload"] = {
+            "chainId": event.stream.chain.hex_id,
+            "confirmed": d.confirmed,
+            "block": str(event.number),
+            "records": len(base["logs"]) + len(base["txs"]) + len(base["txsInternal"]),
+            "retries": retries,
+        }
+        record["errorMessage"] = error
+        record["webhookUrl"] = event.stream.webhook.url
+        record["streamId"] = event.stream.id
+        record["tag"] = event.stream.tag
+        return record
+
+    def payload(self, event: BlockEvent) -> dict[str, Any]:
+        cached = self._payloads.get(event.key)
+        if cached is None:
+            cached = build_payload(self.seed, event)
+            self._payloads[event.key] = cached
+        return cached
+
+    def records(self, now: float, *, include_payload: bool = False) -> list[dict[str, Any]]:
+        index, lo, hi = self.window(now)
+        return [self.render(d, now, include_payload=include_payload) for d in index.deliveries[lo:hi][::-1]]
+
+
+def _error_text(webhook: WebhookTemplate, kind: str, code: int) -> str:
+    if kind == "timeout":
+        return f"timeout of {webhook.timeout_ms}ms exceeded"
+    if kind == "refused":
+        return f"connect ECONNREFUSED {webhook.ip}:{webhook.port}"
+    if kind == "dns":
+        return f"getaddrinfo ENOTFOUND {webhook.host}"
+    if kind == "hangup":
+        return "socket hang up"
+    if kind == "reset":
+        return "read ECONNRESET"
+    if kind == "cert":
+        return "certificate has expired"
+    if kind == "status404":
+        return "Request failed with status code 404"
+    return f"Request failed with status code {code}"
+
+
+# -- payloads ------------------------------------------------------------------------------------
+
+TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+SWAP_TOPIC = "0xd78ad95fa46c994b6551d0da85fc275fe613ce37657fb8d5e3d130840159d822"
+ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
+UNISWAP_PAIRS = (
+    "0xb4e16d0168e52d35cacd2c6185b44281ec28c9dc",
+    "0x0d4a11d5eeaac28ec3f61d100daf4d40471f1852",
+    "0xa478c2975ab1ea89e8196811f51a7b7ade33eb11",
+)
+SWAP_ROUTER = "0x7a250d5630b4cf539739df2c5dacb4c659f2488d"
+
+
+def _abi_input(name: str, type_: str, indexed: bool) -> dict[str, Any]:
+    return {"indexed": indexed, "internalType": type_, "name": name, "type": type_}
+
+
+ERC20_TRANSFER_ABI = {
+    "anonymous": False,
+    "inputs": [
+        _abi_input("from", "address", True),
+        _abi_input("to", "address", True),
+        _abi_input("value", "uint256", False),
+    ],
+    "name": "Transfer",
+    "type": "event",
+}
+ERC721_TRANSFER_ABI = {
+    "anonymous": False,
+    "inputs": [
+        _abi_input("from", "address", True),
+        _abi_input("to", "address", True),
+        _abi_input("tokenId", "uint256", True),
+    ],
+    "name": "Transfer",
+    "type": "event",
+}
+SWAP_ABI = {
+    "anonymous": False,
+    "inputs": [
+        _abi_input("sender", "address", True),
+        _abi_input("amount0In", "uint256", False),
+        _abi_input("amount1In", "uint256", False),
+        _abi_input("amount0Out", "uint256", False),
+        _abi_input("amount1Out", "uint256", False),
+        _abi_input("to", "address", True),
+    ],
+    "name": "Swap",
+    "type": "event",
+}
+
+
+def _word(value: int) -> str:
+    return f"{value:064x}"
+
+
+def _tx(
+    r: random.Random,
+    chain: catalog.Chain,
+    block: int,
+    index: int,
+    sender: str,
+    to: str,
+    value: int,
+    input_: str,
+) -> dict[str, Any]:
+    gas = r.randint(21000, 350000)
+    used = r.randint(21000, gas)
+    return {
+        "hash": entropy.tx_hash(r),
+        "gas": str(gas),
+        "gasPrice": str(r.randint(8, 80) * 10**9 + r.randint(0, 10**9)),
+        "nonce": str(r.randint(0, 4000)),
+        "input": input_,
+        "transactionIndex": str(index),
+        "fromAddress": sender,
+        "toAddress": to,
+        "value": str(value),
+        "type": "2",
+        "v": str(r.randint(0, 1)),
+        "r": str(int(entropy.hex_bytes(r, 32), 16)),
+        "s": str(int(entropy.hex_bytes(r, 32), 16)),
+        "receiptCumulativeGasUsed": str(used + r.randint(0, 9_000_000)),
+        "receiptGasUsed": str(used),
+        "receiptContractAddress": None,
+        "receiptRoot": None,
+        "receiptStatus": "1",
+    }
+
+
+def build_payload(seed: int, event: BlockEvent) -> dict[str, Any]:
+    """An EVM webhook body for one block of one stream, shaped as the provider sends it."""
+    r = entropy.rng(seed, "payload", event.key)
+    stream = event.stream
+    chain = stream.chain
+    logs: list[dict[str, Any]] = []
+    txs: list[dict[str, Any]] = []
+    internal: list[dict[str, Any]] = []
+    abi: list[dict[str, Any]] = []
+    erc20: list[dict[str, Any]] = []
+    nfts: list[dict[str, Any]] = []
+    n = 1 + min(int(r.expovariate(0.7)), 6)
+    tx_index = r.randint(0, 40)
+    log_index = r.randint(0, 200)
+    if stream.kind == "erc20":
+        tokens = catalog.erc20_tokens_on(chain.hex_id) or list(catalog.ERC20_TOKENS[:1])
+        abi.append(ERC20_TRANSFER_ABI)
+        for _ in range(n):
+            token = r.choice(tokens)
+            sender, to = entropy.address(r), entropy.address(r)
+            amount = r.randint(1, 250_000) * 10**token.decimals // r.choice((1, 10, 100))
+            tx = _tx(
+                r,
+                chain,
+                event.number,
+                tx_index,
+                sender,
+                token.address,
+                0,
+                "0xa9059cbb" + entropy.pad_topic(to)[2:] + _word(amount),
+            )
+            txs.append(tx)
+            triggers = [{"name": "fromBalance", "value": str(amount * r.randint(1, 40))}]
+            logs.append(
+                {
+                    "logIndex": str(log_index),
+                    "transactionHash": tx["hash"],
+                    "address": token.address,
+                    "data": "0x" + _word(amount),
+                    "topic0": TRANSFER_TOPIC,
+                    "topic1": entropy.pad_topic(sender),
+                    "topic2": entropy.pad_topic(to),
+                    "topic3": None,
+                    "triggers": triggers,
+                }
+            )
+            erc20.append(
+                {
+                    "transactionHash": tx["hash"],
+                    "logIndex": str(log_index),
+                    "contract": token.address,
+                    "triggers": triggers,
+                    "from": sender,
+                    "to": to,
+                    "value": str(amount),
+                    "tokenName": token.name,
+                    "tokenSymbol": token.symbol,
+                    "tokenDecimals": str(token.decimals),
+                    "valueWithDecimals": f"{amount / 10**token.decimals:.{min(token.decimals, 6)}f}",
+                    "possibleSpam": False,
+                }
+            )
+            tx_index += r.randint(1, 9)
+            log_index += r.randint(1, 12)
+    elif stream.kind == "nft":
+        contracts = catalog.nft_contracts_on(chain.hex_id) or list(catalog.NFT_CONTRACTS[:1])
+        abi.append(ERC721_TRANSFER_ABI)
+        for _ in range(n):
+            contract = r.choice(contracts)
+            mint = r.random() < 0.2
+            sender = ZERO_ADDRESS if mint else entropy.address(r)
+            to = entropy.address(r)
+            token_id = r.randint(0, 9999)
+            tx = _tx(
+                r,
+                chain,
+                event.number,
+                tx_index,
+                to if mint else sender,
+                contract.address,
+                r.randint(0, 3) * 10**17 if mint else 0,
+                ("0x40c10f19" if mint else "0x42842e0e") + entropy.pad_topic(to)[2:] + _word(token_id),
+            )
+            txs.append(tx)
+            logs.append(
+                {
+                    "logIndex": str(log_index),
+                    "transactionHash": tx["hash"],
+                    "address": contract.address,
+                    "data": "0x",
+                    "topic0": TRANSFER_TOPIC,
+                    "topic1": entropy.pad_topic(sender),
+                    "topic2": entropy.pad_topic(to),
+                    "topic3": "0x" + _word(token_id),
+                }
+            )
+            nfts.append(
+                {
+                    "from": sender,
+                    "to": to,
+                    "tokenId": str(token_id),
+                    "amount": "1",
+                    "transactionHash": tx["hash"],
+                    "logIndex": str(log_index),
+                    "contract": contract.address,
+                    "tokenName": contract.name,
+                    "tokenSymbol": contract.symbol,
+                    "tokenContractType": contract.contract_type,
+                    "operator": None,
+                    "possibleSpam": False,
+                    "triggers": [],
+                }
+            )
+            tx_index += r.randint(1, 9)
+            log_index += r.randint(1, 12)
+    elif stream.kind == "swap":
+        abi.append(SWAP_ABI)
+        for _ in range(n):
+            pair = r.choice(UNISWAP_PAIRS)
+            trader = entropy.address(r)
+            amount_in = r.randint(10**15, 5 * 10**19)
+            amount_out = r.randint(10**6, 10**11)
+            tx = _tx(
+                r,
+                chain,
+                event.number,
+                tx_index,
+                trader,
+                SWAP_ROUTER,
+                amount_in if r.random() < 0.5 else 0,
+                "0x7ff36ab5" + _word(amount_out) + _word(128) + entropy.pad_topic(trader)[2:],
+            )
+            txs.append(tx)
+            logs.append(
+                {
+                    "logIndex": str(log_index),
+                    "transactionHash": tx["hash"],
+                    "address": pair,
+                    "data": "0x" + _word(0) + _word(amount_in) + _word(amount_out) + _word(0),
+                    "topic0": SWAP_TOPIC,
+                    "topic1": entropy.pad_topic(SWAP_ROUTER),
+                    "topic2": entropy.pad_topic(trader),
+                    "topic3": None,
+                    "triggers": [{"name": "amountUsd", "value": f"{amount_out / 10**6:.2f}"}],
+                }
+            )
+            tx_index += r.randint(1, 9)
+            log_index += r.randint(1, 12)
+    else:
+        watched = entropy.address(entropy.rng(seed, "watched", stream.id))
+        for _ in range(n):
+            incoming = r.random() < 0.6
+            other = entropy.address(r)
+            value = r.randint(10**15, 3 * 10**19)
+            tx = _tx(
+                r,
+                chain,
+                event.number,
+                tx_index,
+                other if incoming else watched,
+                watched if incoming else other,
+                value,
+                "0x",
+            )
+            tx["triggers"] = [{"name": "direction", "value": "in" if incoming else "out"}]
+            txs.append(tx)
+            if r.random() < 0.3:
+                internal.append(
+                    {
+                        "from": entropy.address(r),
+                        "to": watched,
+                        "value": str(r.randint(10**14, 10**18)),
+                        "transactionHash": tx["hash"],
+                        "gas": str(r.randint(2300, 60000)),
+                    }
+                )
+            tx_index += r.randint(1, 9)
+    block_hash = entropy.tx_hash(entropy.rng(seed, "block", chain.hex_id, event.number))
+    return {
+        "block": {"number": str(event.number), "hash": block_hash, "timestamp": str(int(event.ts))},
+        "chainId": chain.hex_id,
+        "logs": logs,
+        "txs": txs,
+        "txsInternal": internal,
+        "abi": abi,
+        "retries": 0,
+        "confirmed": False,
+        "tag": stream.tag,
+        "streamId": stream.id,
+        "erc20Transfers": erc20,
+        "erc20Approvals": [],
+        "nftTransfers": nfts,
+        "nftApprovals": {"ERC721": [], "ERC1155": []},
+        "nftTokenApprovals": [],
+        "nativeBalances": [],
+    }

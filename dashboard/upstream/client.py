@@ -1,0 +1,254 @@
+"""The transport shared by every upstream operation: auth headers, timeouts, retries, error mapping."""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from dashboard.upstream import errors
+
+log = logging.getLogger(__name__)
+
+QueryParams = Mapping[str, str | int | bool | Sequence[str] | None]
+
+# Visible ASCII and spaces: what an HTTP header value can carry.
+_HEADER_SAFE = re.compile(r"[\x20-\x7e]*")
+
+# Statuses the provider's own SDK retries on.
+RETRYABLE_STATUSES = frozenset({408, 413, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    # Kept out of repr so that a logged or printed settings object never shows it.
+    api_key: str = field(repr=False)
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    max_retries: int = 4
+    backoff_base: float = 0.5
+    backoff_cap: float = 20.0
+    # The longest Retry-After the client sleeps through itself; longer waits are raised to the caller.
+    max_retry_after: float = 30.0
+    # One attempt may not take longer than this in all, however slowly a server trickles bytes.
+    total_timeout: float = 120.0
+    # Larger bodies are refused rather than read into memory.
+    max_body_bytes: int = 64 * 1024 * 1024
+
+
+class UpstreamClient:
+    """GETs JSON from one upstream host. One instance per base URL; reuse it for connection pooling."""
+
+    def __init__(
+        self,
+        base_url: str,
+        settings: ClientSettings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.settings = settings
+        self._sleep = sleep
+        if not _HEADER_SAFE.fullmatch(settings.api_key):
+            # httpx would otherwise raise with the header value, i.e. the key, in its message.
+            raise errors.InvalidRequest(
+                "the API key contains characters that cannot be sent in an HTTP header"
+            )
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={"X-API-Key": settings.api_key, "Accept": "application/json"},
+            timeout=httpx.Timeout(
+                settings.read_timeout, connect=settings.connect_timeout, pool=settings.connect_timeout
+            ),
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> UpstreamClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get_json(self, path: str, params: QueryParams | None = None, *, expect_object: bool = False) -> Any:
+        """GET `path` and return the decoded JSON body, retrying transient failures with backoff.
+
+        With `expect_object`, a 200 whose body is not a JSON object counts as a bad (transient) response.
+        """
+        query = _encode_params(params or {})
+        attempt = 0
+        while True:
+            try:
+                data = self._get_once(path, query)
+                if expect_object and not isinstance(data, dict):
+                    raise errors.BadResponse(
+                        f"{self.base_url}{path} answered 200 with JSON that is not an object",
+                        status_code=200,
+                        url=f"{self.base_url}{path}",
+                    )
+                return data
+            except errors.UpstreamError as exc:
+                if not exc.transient or attempt >= self.settings.max_retries:
+                    raise
+                delay = self._delay(attempt, exc)
+                if delay is None:
+                    raise
+                log.warning(
+                    "upstream %s%s failed (%s), retry %d/%d in %.1fs",
+                    self.base_url,
+                    path,
+                    exc.message,
+                    attempt + 1,
+                    self.settings.max_retries,
+                    delay,
+                )
+                self._sleep(delay)
+                attempt += 1
+
+    def _delay(self, attempt: int, exc: errors.UpstreamError) -> float | None:
+        if isinstance(exc, errors.RateLimited) and exc.retry_after is not None:
+            if exc.retry_after > self.settings.max_retry_after:
+                return None
+            return exc.retry_after + random.uniform(0, 0.25)
+        ceiling = min(self.settings.backoff_cap, self.settings.backoff_base * 2**attempt)
+        # Full jitter keeps many workers from retrying in step.
+        return random.uniform(ceiling / 2, ceiling)
+
+    def _get_once(self, path: str, query: list[tuple[str, str]]) -> Any:
+        url = f"{self.base_url}{path}"
+        try:
+            status, reason, retry_after, body = self._fetch(path, query)
+        except httpx.TimeoutException as exc:
+            raise errors.Unreachable(
+                f"timed out talking to {self.base_url} ({type(exc).__name__})", url=url
+            ) from None
+        except httpx.TransportError as exc:
+            # RemoteProtocolError covers bodies cut short; it is as transient as a refused connection.
+            raise errors.Unreachable(
+                f"could not reach {self.base_url}: {self._scrub(_describe(exc))}", url=url
+            ) from None
+        if status == 200:
+            try:
+                return orjson.loads(body)
+            except orjson.JSONDecodeError:
+                raise errors.BadResponse(
+                    f"{self.base_url} answered 200 with a body that is not JSON ({len(body)} bytes)",
+                    status_code=status,
+                    url=url,
+                ) from None
+        message = self._scrub(upstream_message(body) or reason or f"HTTP {status}")
+        if status == 401:
+            raise errors.RejectedKey(
+                f"the upstream rejected the API key: {message}", status_code=status, url=url
+            )
+        if status == 400:
+            raise errors.BadRequest(message, status_code=status, url=url)
+        if status == 404:
+            raise errors.NotFound(message, status_code=status, url=url)
+        if status == 429:
+            raise errors.RateLimited(
+                f"rate limited by the upstream: {message}",
+                retry_after=_retry_after(retry_after),
+                status_code=status,
+                url=url,
+            )
+        if status in RETRYABLE_STATUSES:
+            raise errors.ServerError(
+                f"HTTP {status} from the upstream: {message}", status_code=status, url=url
+            )
+        raise errors.UpstreamError(f"HTTP {status} from the upstream: {message}", status_code=status, url=url)
+
+    def _fetch(self, path: str, query: list[tuple[str, str]]) -> tuple[int, str, str | None, bytes]:
+        """One GET, reading the body in chunks so that size and total time stay bounded."""
+        deadline = time.monotonic() + self.settings.total_timeout
+        url = f"{self.base_url}{path}"
+        with self._http.stream("GET", path, params=tuple(query)) as response:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.settings.max_body_bytes:
+                    raise errors.BadResponse(
+                        f"{self.base_url} sent a body larger than {self.settings.max_body_bytes} bytes",
+                        status_code=response.status_code,
+                        url=url,
+                    )
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("the whole response took longer than the total timeout")
+                chunks.append(chunk)
+            return (
+                response.status_code,
+                response.reason_phrase,
+                response.headers.get("Retry-After"),
+                b"".join(chunks),
+            )
+
+    def _scrub(self, text: str) -> str:
+        """Upstream texts are shown to users; a server echoing the key back must not leak it."""
+        key = self.settings.api_key
+        if key and len(key) >= 4 and key in text:
+            text = text.replace(key, "***")
+        return text
+
+
+def upstream_message(body: bytes) -> str:
+    """The upstream's error text from either body style: {"message": str|[str]} (NestJS adds "error")."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        text = body[:200].decode("utf-8", "replace").strip()
+        return text if text and not text.startswith("<") else ""
+    if not isinstance(data, dict):
+        return ""
+    message = data.get("message")
+    if isinstance(message, list):
+        return "; ".join(str(m) for m in message)
+    if message:
+        return str(message)
+    return str(data.get("error") or "")
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+
+
+def _describe(exc: httpx.TransportError) -> str:
+    text = str(exc) or type(exc).__name__
+    return text[:200]
+
+
+def _encode_params(params: QueryParams) -> list[tuple[str, str]]:
+    """Drop None, send booleans as true/false and sequences as a repeated key."""
+    query: list[tuple[str, str]] = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            query.append((key, "true" if value else "false"))
+        elif isinstance(value, str | int):
+            query.append((key, str(value)))
+        else:
+            query.extend((key, str(item)) for item in value)
+    return query

@@ -1,0 +1,236 @@
+"""Every query-string filter of every page, validated by a form: bad input is a 400 with a message."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django import forms
+from django.core.validators import RegexValidator
+from django.utils import timezone
+
+from dashboard.deliveries.models import MAX_RETRIES
+from dashboard.deliveries.search import SearchError, SearchTerm, parse_search
+
+RANGES: dict[str, timedelta] = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+RANGE_CHOICES = [(key, key) for key in RANGES] + [("custom", "Custom")]
+MAX_SPAN = timedelta(days=400)
+# Filter menus offer the streams, tags and URLs seen this recently (a value in the URL is kept regardless).
+MENU_WINDOW = timedelta(days=30)
+DATETIME_FORMATS = [
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%dT%H:%M",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%d",
+]
+_CURSOR = re.compile(r"^(\d{1,19})_([0-9a-f]{32})$")
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime | None
+    end: datetime | None
+    preset: str  # a RANGES key, "custom" or "" (all time)
+
+    @property
+    def span(self) -> timedelta | None:
+        if self.start is None or self.end is None:
+            return None
+        return self.end - self.start
+
+
+def encode_cursor(date: datetime, pk: uuid.UUID) -> str:
+    micros = int(date.timestamp()) * 1_000_000 + date.microsecond
+    return f"{micros}_{pk.hex}"
+
+
+def decode_cursor(text: str) -> tuple[datetime, uuid.UUID]:
+    match = _CURSOR.match(text)
+    if not match:
+        raise forms.ValidationError("This page link is not valid; go back to the first page.")
+    micros = int(match.group(1))
+    try:
+        date = datetime.fromtimestamp(micros // 1_000_000, tz=UTC).replace(microsecond=micros % 1_000_000)
+    except (OverflowError, ValueError, OSError) as exc:
+        raise forms.ValidationError("This page link is not valid; go back to the first page.") from exc
+    return date, uuid.UUID(match.group(2))
+
+
+class RangeForm(forms.Form):
+    """A time window: a preset (1h, 24h, 7d, 30d) or a custom start and end, in UTC."""
+
+    range = forms.ChoiceField(choices=RANGE_CHOICES, required=False)
+    start = forms.DateTimeField(required=False, input_formats=DATETIME_FORMATS)
+    end = forms.DateTimeField(required=False, input_formats=DATETIME_FORMATS)
+
+    # The preset used when the URL names none; "" means all time.
+    default_range = "24h"
+
+    def __init__(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.now = now or timezone.now()
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        start, end = cleaned.get("start"), cleaned.get("end")
+        preset = cleaned.get("range") or ("custom" if start or end else self.default_range)
+        if self.errors:
+            return cleaned
+        if preset == "custom":
+            if start is None and self.default_range:
+                raise forms.ValidationError("A custom range needs a start date.")
+            end = end or self.now
+            if start is not None and start >= end:
+                raise forms.ValidationError("The start of the range must be before its end.")
+            if start is not None and end - start > MAX_SPAN:
+                raise forms.ValidationError(f"A range can span at most {MAX_SPAN.days} days.")
+            cleaned["window"] = Window(start, end, "custom")
+        elif preset:
+            cleaned["window"] = Window(self.now - RANGES[preset], self.now, preset)
+        else:
+            cleaned["window"] = Window(None, None, "")
+        return cleaned
+
+
+class SliceForm(RangeForm):
+    """A range plus the dimensions of a timeline: one stream, tag or webhook URL (or all deliveries)."""
+
+    stream = forms.CharField(required=False, max_length=64)
+    tag = forms.CharField(required=False, max_length=255)
+    url = forms.CharField(required=False, max_length=2048)
+
+    def slice_kwargs(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "stream_id": data.get("stream") or None,
+            "tag": data.get("tag") or None,
+            "webhook_url": data.get("url") or None,
+        }
+
+
+STATUS_CHOICES = [
+    ("", "Any status"),
+    ("delivered", "Delivered"),
+    ("failing", "Failing (retrying or failed)"),
+    ("retrying", "Retrying"),
+    ("failed", "Failed (retries used up)"),
+]
+CONFIRMED_CHOICES = [("", "Any"), ("true", "Confirmed"), ("false", "Unconfirmed")]
+ORDER_CHOICES = [("newest", "Newest first"), ("oldest", "Oldest first")]
+
+
+class DeliveryFilterForm(SliceForm):
+    """Filters of the deliveries list and its CSV export."""
+
+    default_range = ""
+
+    status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
+    group = forms.IntegerField(required=False, min_value=1, max_value=2**62)
+    error = forms.CharField(required=False, max_length=200)
+    chain = forms.CharField(
+        required=False,
+        max_length=20,
+        validators=[RegexValidator(r"^0[xX][0-9a-fA-F]{1,16}$", "A chain is a hex chain id such as 0x1 or 0x89.")],
+    )
+    confirmed = forms.ChoiceField(choices=CONFIRMED_CHOICES, required=False)
+    retries = forms.IntegerField(
+        required=False, min_value=0, max_value=MAX_RETRIES, label="Retries ≥",
+        error_messages={"max_value": f"The provider retries at most {MAX_RETRIES} times."},
+    )
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    order = forms.ChoiceField(choices=ORDER_CHOICES, required=False)
+    after = forms.CharField(required=False, max_length=60)
+    before = forms.CharField(required=False, max_length=60)
+
+    def clean_q(self) -> SearchTerm | None:
+        text = self.cleaned_data.get("q") or ""
+        if not text.strip():
+            return None
+        try:
+            return parse_search(text)
+        except SearchError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def clean_chain(self) -> str:
+        return (self.cleaned_data.get("chain") or "").lower()
+
+    def clean_after(self) -> tuple[datetime, uuid.UUID] | None:
+        text = self.cleaned_data.get("after") or ""
+        return decode_cursor(text) if text else None
+
+    def clean_before(self) -> tuple[datetime, uuid.UUID] | None:
+        text = self.cleaned_data.get("before") or ""
+        return decode_cursor(text) if text else None
+
+    @property
+    def newest_first(self) -> bool:
+        return self.cleaned_data.get("order") != "oldest"
+
+    def filtered(self, qs: Any) -> Any:
+        """The deliveries this form selects, whatever the page: the list and the export share it."""
+        data = self.cleaned_data
+        qs = qs.slice(
+            **self.slice_kwargs(),
+            chain_id=data.get("chain") or None,
+            status=data.get("status") or None,
+            error_group_id=data.get("group"),
+        )
+        window: Window = data["window"]
+        qs = qs.between(window.start, window.end)
+        if data.get("error"):
+            qs = qs.error_text(data["error"])
+        if data.get("confirmed"):
+            qs = qs.filter(confirmed=data["confirmed"] == "true")
+        if data.get("retries") is not None and data["retries"] > 0:
+            qs = qs.filter(retries__gte=data["retries"])
+        if data.get("q") is not None:
+            qs = qs.matching(data["q"])
+        return qs
+
+
+class SearchForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200)
+
+    def clean_q(self) -> SearchTerm | None:
+        text = self.cleaned_data.get("q") or ""
+        if not text.strip():
+            return None
+        try:
+            return parse_search(text)
+        except SearchError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
+DIMENSION_CHOICES = [("stream", "Stream"), ("tag", "Tag")]
+
+
+class RetryStatsForm(RangeForm):
+    default_range = "7d"
+    by = forms.ChoiceField(choices=DIMENSION_CHOICES, required=False)
+    stream = forms.CharField(required=False, max_length=64)
+    tag = forms.CharField(required=False, max_length=255)
+
+
+class ErrorGroupsForm(RangeForm):
+    default_range = "7d"
+    stream = forms.CharField(required=False, max_length=64)
+    tag = forms.CharField(required=False, max_length=255)
+    url = forms.CharField(required=False, max_length=2048)
+
+
+def form_errors(form: forms.Form) -> list[str]:
+    """Every error of a bound form as "Field: message" lines for the 400 page."""
+    lines = []
+    for name, errors in form.errors.items():
+        label = "" if name == "__all__" else f"{form.fields[name].label or name.capitalize()}: "
+        lines.extend(f"{label}{error}" for error in errors)
+    return lines

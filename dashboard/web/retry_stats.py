@@ -1,0 +1,86 @@
+"""Retry statistics from rollup counts per (dimension, status, retries).
+
+A delivered row with r retries succeeded on attempt r + 1, which the published schedule places
+ATTEMPT_OFFSETS[r] after the first attempt: that is its time to success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dashboard.deliveries.models import MAX_RETRIES
+from dashboard.web.provider_rule import ATTEMPT_OFFSETS
+
+
+@dataclass
+class RetryRow:
+    key: str
+    label: str = ""
+    # Deliveries by retries 0..MAX_RETRIES, all statuses.
+    distribution: list[int] = field(default_factory=lambda: [0] * (MAX_RETRIES + 1))
+    delivered_after: list[int] = field(default_factory=lambda: [0] * (MAX_RETRIES + 1))
+    delivered: int = 0
+    retrying: int = 0
+    failed: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.delivered + self.retrying + self.failed
+
+    @property
+    def retried(self) -> int:
+        return self.total - self.distribution[0]
+
+    @property
+    def first_try_share(self) -> float | None:
+        return 100.0 * self.delivered_after[0] / self.total if self.total else None
+
+    @property
+    def eventually_share(self) -> float | None:
+        """Of the deliveries that needed a retry and are settled, the share that got through."""
+        settled = self.delivered - self.delivered_after[0] + self.failed
+        return 100.0 * (self.delivered - self.delivered_after[0]) / settled if settled else None
+
+    @property
+    def median_time_to_success(self) -> int | None:
+        """Median seconds from first attempt to success among deliveries that needed at least one retry."""
+        counts = self.delivered_after[1:]
+        n = sum(counts)
+        if not n:
+            return None
+        middle = (n + 1) // 2
+        seen = 0
+        for retries, count in enumerate(counts, start=1):
+            seen += count
+            if seen >= middle:
+                return ATTEMPT_OFFSETS[retries]
+        return None
+
+    @property
+    def bars(self) -> list[tuple[int, int, float]]:
+        peak = max(self.distribution[1:] or [0]) or 1
+        return [(r, n, 100.0 * n / peak) for r, n in enumerate(self.distribution) if r > 0]
+
+
+def retry_rows(rows: Iterable[dict[str, Any]], dimension: str) -> tuple[list[RetryRow], RetryRow]:
+    result: dict[str, RetryRow] = {}
+    overall = RetryRow("all", "All deliveries")
+    for row in rows:
+        key = row[dimension]
+        entry = result.get(key)
+        if entry is None:
+            entry = result[key] = RetryRow(key, row.get("tag", key) or "")
+        retries = max(0, min(int(row["retries"]), MAX_RETRIES))
+        for target in (entry, overall):
+            target.distribution[retries] += row["n"]
+            if row["status"] == "delivered":
+                target.delivered += row["n"]
+                target.delivered_after[retries] += row["n"]
+            elif row["status"] == "retrying":
+                target.retrying += row["n"]
+            else:
+                target.failed += row["n"]
+    ordered = sorted(result.values(), key=lambda r: (-r.retried, r.label, r.key))
+    return ordered, overall

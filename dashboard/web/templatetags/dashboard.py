@@ -1,0 +1,159 @@
+"""Template helpers: query strings that keep the current filters, numbers, explorer links, safe text."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django import template
+from django.http import QueryDict
+from django.utils import timezone
+
+from dashboard.web import explorers
+from dashboard.web.text import visible as _visible
+
+register = template.Library()
+
+# Page position never carries over to a link that changes what is shown.
+_PAGING = ("after", "before")
+
+
+@register.simple_tag(takes_context=True)
+def qs(context: dict[str, Any], **changes: Any) -> str:
+    """The current query string with `changes` applied (None or "" removes a key), starting with "?"."""
+    request = context.get("request")
+    params: QueryDict = request.GET.copy() if request is not None else QueryDict(mutable=True)
+    for key in _PAGING:
+        if key not in changes:
+            params.pop(key, None)
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    encoded = params.urlencode()
+    return f"?{encoded}" if encoded else "?"
+
+
+@register.simple_tag
+def query(**params: Any) -> str:
+    """A fresh query string from the given non-empty parameters."""
+    clean = {k: v for k, v in params.items() if v is not None and v != ""}
+    return f"?{urlencode(clean)}" if clean else ""
+
+
+@register.filter
+def visible(value: Any) -> str:
+    return _visible(value)
+
+
+@register.filter
+def jsonish(value: Any) -> str:
+    """A scalar as JSON spells it: null, true, false, numbers and strings as they are."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        import json
+
+        return json.dumps(value, ensure_ascii=False)[:2000]
+    return str(value)
+
+
+@register.filter
+def pct(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if value >= 99.95 and value < 100:
+        return "99.9%"
+    return f"{value:.{digits}f}%" if value != 100 else "100%"
+
+
+@register.filter
+def rate(part: int | None, whole: int | None) -> float | None:
+    if not whole:
+        return None
+    return 100.0 * (part or 0) / whole
+
+
+@register.filter
+def compact(value: int | None) -> str:
+    if value is None:
+        return "—"
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if value >= 10_000:
+        return f"{value / 1000:.1f}k"
+    return f"{value:,}"
+
+
+@register.filter
+def ago(value: datetime | None) -> str:
+    """"3 min ago", "2 h ago", "5 d ago"; "in 4 h" for the future."""
+    if value is None:
+        return "never"
+    delta = timezone.now() - value
+    future = delta < timedelta(0)
+    seconds = abs(int(delta.total_seconds()))
+    if seconds < 60:
+        text = f"{seconds} s"
+    elif seconds < 3600:
+        text = f"{seconds // 60} min"
+    elif seconds < 86400 * 2:
+        text = f"{seconds // 3600} h {seconds % 3600 // 60} min" if seconds < 36000 else f"{seconds // 3600} h"
+    else:
+        text = f"{seconds // 86400} d"
+    return f"in {text}" if future else f"{text} ago"
+
+
+@register.filter
+def duration(seconds: float | int | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours} h {rest // 60} min" if rest // 60 else f"{hours} h"
+
+
+@register.filter
+def chain_name(chain_id: str | None) -> str:
+    return explorers.chain_name(chain_id)
+
+
+@register.simple_tag
+def explorer(chain_id: str | None, kind: str, value: Any) -> str:
+    return explorers.explorer_url(chain_id, kind, value) or ""
+
+
+@register.filter
+def short_id(value: str | None, keep: int = 8) -> str:
+    if not value:
+        return ""
+    text = str(value)
+    return text if len(text) <= keep + 1 else f"{text[:keep]}…"
+
+
+@register.filter
+def short_hash(value: str | None) -> str:
+    if not value:
+        return ""
+    text = str(value)
+    return text if len(text) <= 14 else f"{text[:8]}…{text[-4:]}"
+
+
+@register.filter
+def host(url: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    if not url:
+        return ""
+    try:
+        return urlsplit(url).netloc or url
+    except ValueError:
+        return url

@@ -1,0 +1,1 @@
+"""The dashboard's pages, one module per area; every view is a thin function behind login."""

@@ -1,0 +1,188 @@
+"""The deliveries list (filters, keyset pages, CSV export) and one delivery's payload drill-down."""
+
+from __future__ import annotations
+
+import csv
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+
+from dashboard.deliveries.models import MAX_RETRIES, Delivery, ErrorGroup, HourlyRollup
+from dashboard.web import drilldown
+from dashboard.web.forms import MENU_WINDOW, DeliveryFilterForm, encode_cursor
+from dashboard.web.provider_rule import ATTEMPT_OFFSETS
+from dashboard.web.views.common import bad_filters, render_live
+
+PAGE_SIZE = 50
+EXPORT_CHUNK = 2000
+EXPORT_COLUMNS = (
+    "id", "date", "stream_id", "tag", "webhook_url", "chain_id", "confirmed", "block_number", "records",
+    "retries", "status", "error_message",
+)
+
+
+@login_required
+def delivery_list(request: HttpRequest) -> HttpResponse:
+    form = DeliveryFilterForm(request.GET)
+    if not form.is_valid():
+        return bad_filters(request, form, title="Deliveries", nav="deliveries")
+    data = form.cleaned_data
+    newest_first = form.newest_first
+    qs = form.filtered(Delivery.objects.for_list())
+    after, before = data.get("after"), data.get("before")
+    if before is not None:
+        # The page before a row: walk the other way from it, then put the rows back in display order.
+        ordered = qs.oldest_first() if newest_first else qs.newest_first()
+        rows = list(ordered.page_after(*before, newest_first=not newest_first)[: PAGE_SIZE + 1])
+        has_newer, has_older = len(rows) > PAGE_SIZE, True
+        rows = rows[:PAGE_SIZE][::-1]
+    else:
+        ordered = qs.newest_first() if newest_first else qs.oldest_first()
+        if after is not None:
+            ordered = ordered.page_after(*after, newest_first=newest_first)
+        rows = list(ordered[: PAGE_SIZE + 1])
+        has_newer, has_older = after is not None, len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+    group = ErrorGroup.objects.filter(pk=data["group"]).first() if data.get("group") else None
+    context = {
+        "nav": "deliveries",
+        "form": form,
+        "deliveries": rows,
+        "group": group,
+        "term": data.get("q"),
+        "window": data["window"],
+        "newer_cursor": encode_cursor(rows[0].date, rows[0].id) if rows and has_newer else None,
+        "older_cursor": encode_cursor(rows[-1].date, rows[-1].id) if rows and has_older else None,
+        "first_page": after is None and before is None,
+        "options": HourlyRollup.objects.between(timezone.now() - MENU_WINDOW, None).slice_options(),
+        "max_retries": MAX_RETRIES,
+        "filtered": any(
+            data.get(name) not in (None, "") for name in
+            ("stream", "tag", "url", "status", "group", "error", "chain", "confirmed", "retries", "q")
+        ) or data["window"].preset != "",
+    }
+    return render_live(request, "web/deliveries.html", "web/_deliveries_partial.html", context)
+
+
+class _Echo:
+    """A file-like object whose write returns the line, so csv.writer feeds a streaming response."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_safe(value: Any) -> Any:
+    # Upstream text opened in a spreadsheet must not run as a formula.
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _export_rows(form: DeliveryFilterForm) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(EXPORT_COLUMNS)
+    qs = form.filtered(Delivery.objects.all())
+    qs = qs.newest_first() if form.newest_first else qs.oldest_first()
+    for row in qs.values_list(*EXPORT_COLUMNS).iterator(chunk_size=EXPORT_CHUNK):
+        values = list(row)
+        values[1] = values[1].isoformat()
+        yield writer.writerow([_csv_safe(v) if v is not None else "" for v in values])
+
+
+@login_required
+def delivery_export(request: HttpRequest) -> HttpResponse:
+    """Exactly the list's filtered set, every page of it, as CSV streamed in chunks."""
+    form = DeliveryFilterForm(request.GET)
+    if not form.is_valid():
+        return bad_filters(request, form, title="Export deliveries", nav="deliveries")
+    response = StreamingHttpResponse(_export_rows(form), content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="deliveries-{stamp}.csv"'
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _get_delivery(pk: uuid.UUID) -> Delivery:
+    delivery = Delivery.objects.select_related("error_group", "source").filter(pk=pk).first()
+    if delivery is None:
+        raise Http404("No delivery with this id is stored.")
+    return delivery
+
+
+@login_required
+def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
+    delivery = _get_delivery(pk)
+    full = request.GET.get("full") == "1"
+    payload = delivery.payload if isinstance(delivery.payload, dict) else None
+    size = len(orjson.dumps(delivery.payload)) if delivery.payload is not None else 0
+    large = size > drilldown.LARGE_PAYLOAD
+    tree, tree_cut = drilldown.json_tree(delivery.payload, full=full, large=large) if delivery.payload is not None else ("", False)
+    block = payload.get("block") if payload and isinstance(payload.get("block"), dict) else None
+    schedule = None
+    if delivery.status != "delivered":
+        retries = min(delivery.retries, MAX_RETRIES)
+        schedule = {
+            "next_retry": delivery.date + timedelta(seconds=ATTEMPT_OFFSETS[retries + 1])
+            if retries < MAX_RETRIES
+            else None,
+            "runs_out": delivery.date + timedelta(seconds=ATTEMPT_OFFSETS[-1]),
+        }
+    context = {
+        "nav": "deliveries",
+        "d": delivery,
+        "payload": payload,
+        "payload_size": size,
+        "large": large,
+        "full": full,
+        "payload_block": block,
+        "block_time": _block_time(block),
+        "tables": drilldown.tables(payload, delivery.chain_id, full=full) if payload else [],
+        "abi": drilldown.abi_entries(payload) if payload else [],
+        "tree": tree,
+        "tree_cut": tree_cut,
+        "schedule": schedule,
+        "tiny": delivery.tiny_payload if isinstance(delivery.tiny_payload, dict) else {},
+        "max_retries": MAX_RETRIES,
+        "row_limit": drilldown.TABLE_ROWS,
+        "timeline_url": reverse("web:timeline") + "?" + urlencode(
+            {
+                "stream": delivery.stream_id,
+                "range": "custom",
+                "start": (delivery.date - timedelta(hours=12)).strftime("%Y-%m-%dT%H:%M:%S"),
+                "end": (delivery.date + timedelta(hours=12)).strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+        ),
+    }
+    return render(request, "web/delivery_detail.html", context)
+
+
+def _block_time(block: dict[str, Any] | None) -> Any:
+    try:
+        seconds = int(str((block or {}).get("timestamp")))
+        return datetime.fromtimestamp(seconds, tz=UTC) if 0 < seconds < 2**33 else None
+    except (TypeError, ValueError):
+        return None
+
+
+@login_required
+def delivery_payload(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
+    """The stored payload as JSON, whole: what "see everything" and "copy" read."""
+    delivery = _get_delivery(pk)
+    body = orjson.dumps(delivery.payload, option=orjson.OPT_INDENT_2)
+    response = HttpResponse(body, content_type="application/json")
+    if request.GET.get("download") == "1":
+        response["Content-Disposition"] = f'attachment; filename="delivery-{delivery.pk}.json"'
+    response["Cache-Control"] = "no-store"
+    return response

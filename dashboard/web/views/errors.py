@@ -1,0 +1,68 @@
+"""Failures grouped by their message template, with where and when each group happens."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from dashboard.deliveries.models import ErrorGroup, HourlyRollup
+from dashboard.web.charts import EPOCH, choose_step, floor_to, sparkline
+from dashboard.web.forms import ErrorGroupsForm
+from dashboard.web.stats import group_rows
+from dashboard.web.views.common import bad_filters
+
+SPARK_BARS = 48
+
+
+@login_required
+def error_groups(request: HttpRequest) -> HttpResponse:
+    form = ErrorGroupsForm(request.GET)
+    if not form.is_valid():
+        return bad_filters(request, form, title="Error groups", nav="errors")
+    data = form.cleaned_data
+    window = data["window"]
+    first_hour = window.start.replace(minute=0, second=0, microsecond=0)
+    rollups = (
+        HourlyRollup.objects.slice(
+            stream_id=data.get("stream") or None, tag=data.get("tag") or None, webhook_url=data.get("url") or None
+        )
+        .between(first_hour, window.end)
+        .exclude(error_group=None)
+    )
+    stats = group_rows(rollups.by_dimensions("error_group_id", "stream_id", "tag", "webhook_url"), "error_group_id")
+
+    # Sparklines: about SPARK_BARS points across the window, hourly or wider.
+    step = choose_step(window.end - window.start, hourly_only=True)
+    while (window.end - window.start) / step > SPARK_BARS and step.days < 7:
+        step *= 2
+    start = floor_to(window.start, step)
+    slots = []
+    cursor = start
+    while cursor < window.end:
+        slots.append(cursor)
+        cursor += step
+    series: dict[int, dict] = defaultdict(dict)
+    for row in rollups.by_group_and_bucket(EPOCH, step):
+        series[row["error_group_id"]][row["bucket"]] = row["n"]
+
+    groups = ErrorGroup.objects.in_bulk(list(stats))
+    entries = []
+    for key, s in stats.items():
+        group = groups.get(key)
+        if group is None:
+            continue
+        points = [series[key].get(slot, 0) for slot in slots]
+        entries.append({"group": group, "stats": s, "spark": sparkline(points)})
+    entries.sort(key=lambda e: (-e["stats"].total, -e["group"].last_seen.timestamp()))
+    context = {
+        "nav": "errors",
+        "form": form,
+        "window": window,
+        "entries": entries,
+        "spark_step": step,
+        "total_failures": sum(e["stats"].total for e in entries),
+    }
+    return render(request, "web/errors.html", context)

@@ -1,0 +1,77 @@
+"""The first page: how deliveries are doing right now, what is failing, and whether polling keeps up."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from dashboard.deliveries import sync
+from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Source
+from dashboard.web import timeline
+from dashboard.web.forms import RangeForm
+from dashboard.web.stats import group_rows
+from dashboard.web.views.common import bad_filters, render_live
+
+WORST = 5
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    form = RangeForm(request.GET, now=now)
+    if not form.is_valid():
+        return bad_filters(request, form, title="Overview", nav="overview")
+    window = form.cleaned_data["window"]
+
+    recent = Delivery.objects.window_counts(now, (1, 24))
+    day_ago = (now - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)
+    week_ago = (now - timedelta(days=7)).replace(minute=0, second=0, microsecond=0)
+    rows = HourlyRollup.objects.between(week_ago, None).by_dimensions(
+        "stream_id", "tag", "webhook_url", "error_group_id", split_at=day_ago
+    )
+    week_total = sum(r["total"] for r in rows)
+    week_failed = sum(r["failed"] for r in rows)
+
+    streams = group_rows(rows, "stream_id")
+    urls = group_rows(rows, "webhook_url")
+    groups = group_rows((r for r in rows if r["error_group_id"]), "error_group_id")
+    open_groups = {key: g for key, g in groups.items() if g.failed_recent}
+    worst_streams = sorted((s for s in streams.values() if s.failed_recent), key=lambda s: -s.failed_recent)
+    worst_urls = sorted((u for u in urls.values() if u.failed_recent), key=lambda u: -u.failed_recent)
+    top_groups = sorted(open_groups.values(), key=lambda g: -g.failed_recent)[:WORST]
+    if top_groups:
+        templates = dict(
+            ErrorGroup.objects.filter(pk__in=[g.key for g in top_groups]).values_list("pk", "template")
+        )
+        for g in top_groups:
+            g.label = templates.get(g.key, "")
+
+    sources = list(Source.objects.order_by("name"))
+    source_states = [(s, sync.problem_of(s, now)) for s in sources]
+    chart = timeline.build(window.start, window.end, {})
+
+    context = {
+        "nav": "overview",
+        "now": now,
+        "window": window,
+        "cards": [
+            _card("Last hour", "1h", recent["total_1"], recent["failed_1"]),
+            _card("Last 24 hours", "24h", recent["total_24"], recent["failed_24"]),
+            _card("Last 7 days", "7d", week_total, week_failed),
+        ],
+        "open_group_count": len(open_groups),
+        "worst_streams": worst_streams[:WORST],
+        "worst_urls": worst_urls[:WORST],
+        "top_groups": top_groups,
+        "source_states": source_states,
+        "timeline": chart,
+        "day_ago": day_ago,
+    }
+    return render_live(request, "web/overview.html", "web/_overview_partial.html", context)
+
+
+def _card(label: str, range_key: str, total: int, failed: int) -> dict[str, object]:
+    return {"label": label, "range": range_key, "total": total, "failed": failed, "ok": total - failed}

@@ -1,0 +1,55 @@
+"""Retry statistics per stream or tag, and the deliveries still waiting on the provider's schedule."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from dashboard.deliveries.models import MAX_RETRIES, Delivery, HourlyRollup
+from dashboard.web.forms import RetryStatsForm
+from dashboard.web.provider_rule import ATTEMPT_OFFSETS
+from dashboard.web.retry_stats import retry_rows
+from dashboard.web.views.common import bad_filters
+
+STILL_FAILING_ROWS = 100
+
+
+@login_required
+def retry_statistics(request: HttpRequest) -> HttpResponse:
+    form = RetryStatsForm(request.GET)
+    if not form.is_valid():
+        return bad_filters(request, form, title="Retries", nav="retries")
+    data = form.cleaned_data
+    window = data["window"]
+    by = data.get("by") or "stream"
+    dimension = "stream_id" if by == "stream" else "tag"
+    slice_kwargs = {"stream_id": data.get("stream") or None, "tag": data.get("tag") or None}
+    first_hour = window.start.replace(minute=0, second=0, microsecond=0)
+    distribution = (
+        HourlyRollup.objects.slice(**slice_kwargs).between(first_hour, window.end)
+        .retry_distribution(*(("stream_id", "tag") if by == "stream" else ("tag",)))
+    )
+    rows, overall = retry_rows(distribution, dimension)
+
+    failing = Delivery.objects.for_list().slice(**slice_kwargs).still_retrying().newest_first()
+    still_failing = list(failing[: STILL_FAILING_ROWS + 1])
+    for d in still_failing:
+        retries = min(d.retries, MAX_RETRIES)
+        d.next_retry = d.date + timedelta(seconds=ATTEMPT_OFFSETS[retries + 1]) if retries < MAX_RETRIES else None
+        d.runs_out = d.date + timedelta(seconds=ATTEMPT_OFFSETS[-1])
+    context = {
+        "nav": "retries",
+        "form": form,
+        "window": window,
+        "by": by,
+        "rows": rows,
+        "overall": overall,
+        "still_failing": still_failing[:STILL_FAILING_ROWS],
+        "more_failing": len(still_failing) > STILL_FAILING_ROWS,
+        "retry_columns": list(range(MAX_RETRIES + 1)),
+        "schedule": [(k, ATTEMPT_OFFSETS[k]) for k in range(1, MAX_RETRIES + 1)],
+    }
+    return render(request, "web/retries.html", context)

@@ -1,0 +1,57 @@
+"""One row per stream: recent success, failures, retries and an estimate of the provider's health rule."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from dashboard.deliveries.models import Delivery, HourlyRollup
+from dashboard.web import provider_rule
+from dashboard.web.stats import group_rows
+
+
+@login_required
+def stream_list(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    day_ago = (now - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)
+    # Streams silent for longer than raw history is kept are gone from every other page too.
+    kept = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
+    rows = HourlyRollup.objects.between(kept, None).by_dimensions(
+        "stream_id", "tag", "webhook_url", "chain_id", split_at=day_ago
+    )
+    streams = group_rows(rows, "stream_id")
+    last_dates = Delivery.objects.last_delivery_dates(streams)
+    since = (now - provider_rule.WINDOW).replace(minute=0, second=0, microsecond=0)
+    health = provider_rule.replay(HourlyRollup.objects.between(since, None).attempts_by_url(), now)
+
+    entries = []
+    for stats in streams.values():
+        url_health = [health[url] for url in sorted(stats.urls) if url in health]
+        entries.append(
+            {
+                "stats": stats,
+                "last_delivery": last_dates.get(stats.key),
+                "urls": [(url, health.get(url)) for url in sorted(stats.urls)],
+                "health": provider_rule.worst(url_health),
+            }
+        )
+    order = {"error": 0, "at-risk": 1, "ok": 2}
+    entries.sort(key=lambda e: (order[e["health"].state] if e["health"] else 3, e["stats"].label, e["stats"].key))
+    counts = {
+        state.replace("-", "_"): sum(1 for e in entries if e["health"] and e["health"].state == state)
+        for state in order
+    }
+    context = {
+        "nav": "streams",
+        "entries": entries,
+        "counts": counts,
+        "error_below": provider_rule.ERROR_BELOW,
+        "warn_below": provider_rule.WARN_BELOW,
+        "horizon": provider_rule.WARN_HORIZON_HOURS,
+    }
+    return render(request, "web/streams.html", context)

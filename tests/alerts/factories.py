@@ -1,0 +1,87 @@
+"""Plain factory functions for alert tests: sources, upstream-shaped history records, rules."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from dashboard.alerts.models import AlertRule
+from dashboard.deliveries.ingest import StoreResult, store_records
+from dashboard.deliveries.models import Source
+
+STREAM = "9f6c1c4e-1f0c-4d6a-9a43-5f1b0c7d2e11"
+OTHER_STREAM = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+HOOK = "https://hooks.example.com/moralis"
+REFUSED = "connect ECONNREFUSED 203.0.113.7:443"
+HOSTILE_ERROR = 'connect ECONNREFUSED 203.0.113.7:443 <script>alert("x")</script>'
+
+
+def fixed_now() -> datetime:
+    return timezone.now().replace(microsecond=0)
+
+
+def make_source(name: str = "upstream", **fields: Any) -> Source:
+    fields.setdefault("last_success_at", timezone.now())
+    return Source.objects.create(
+        name=name,
+        api_key="k",
+        streams_base_url="http://127.0.0.1:9",
+        evm_base_url="http://127.0.0.1:9",
+        aptos_mainnet_base_url="http://127.0.0.1:9",
+        aptos_testnet_base_url="http://127.0.0.1:9",
+        **fields,
+    )
+
+
+def record(
+    date: datetime,
+    *,
+    error: str = "",
+    retries: int = 0,
+    stream_id: str = STREAM,
+    tag: str = "orders",
+    webhook_url: str = HOOK,
+    record_id: str | None = None,
+    block: int = 19_000_000,
+) -> dict[str, Any]:
+    """One history record shaped like the upstream's (and the simulator's)."""
+    return {
+        "id": record_id or str(uuid.uuid4()),
+        "date": date.isoformat().replace("+00:00", "Z"),
+        "tinyPayload": {"chainId": "0x1", "confirmed": False, "block": str(block), "records": 1, "retries": retries},
+        "errorMessage": error,
+        "webhookUrl": webhook_url,
+        "streamId": stream_id,
+        "tag": tag,
+    }
+
+
+def store(source: Source, *records: dict[str, Any]) -> StoreResult:
+    return store_records(source, list(records))
+
+
+def failures(source: Source, now: datetime, count: int, *, error: str = REFUSED, **kw: Any) -> list[dict[str, Any]]:
+    """`count` failed deliveries, ten seconds apart, just before `now`, oldest first, stored."""
+    records = [
+        record(now - timedelta(seconds=10 * (count - i)), error=error, block=19_000_000 + i, **kw) for i in range(count)
+    ]
+    store(source, *records)
+    return records
+
+
+def successes(source: Source, now: datetime, count: int, **kw: Any) -> list[dict[str, Any]]:
+    records = [record(now - timedelta(seconds=30 * (count - i)), block=19_100_000 + i, **kw) for i in range(count)]
+    store(source, *records)
+    return records
+
+
+def make_rule(name: str = "Failed deliveries", **fields: Any) -> AlertRule:
+    fields.setdefault("condition", "any_failure")
+    fields.setdefault("recipients", "ops@example.com, oncall@example.com")
+    fields.setdefault("window_minutes", 15)
+    fields.setdefault("grace_minutes", 10)
+    fields.setdefault("cooldown_minutes", 30)
+    return AlertRule.objects.create(name=name, **fields)

@@ -1,0 +1,27 @@
+"""After migrate, alerts work out of the box once ALERT_EMAILS is set."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.alerts.models import AlertRule
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_default_rules() -> None:
+    """Keep the rules the data migration created."""
+
+
+def test_the_default_rules_exist(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.ALERT_EMAILS = ["ops@example.com"]
+    rules = {rule.name: rule for rule in AlertRule.objects.all()}
+
+    failed = rules["Failed deliveries"]
+    assert failed.enabled and failed.condition == "any_failure" and failed.scope == "all"
+    assert failed.recipient_list() == ["ops@example.com"]
+    stale = rules["Poller stale"]
+    assert stale.enabled and stale.condition == "poller_stale"
+    risk = rules["Provider error-state risk"]
+    assert not risk.enabled and risk.threshold_percent == 80

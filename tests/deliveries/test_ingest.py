@@ -1,0 +1,146 @@
+"""The write path: idempotent upserts keyed by the upstream id, only changed rows rewritten, derived data exact."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dashboard.deliveries.ingest import store_records
+from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Source, Stream
+from tests.deliveries.support import assert_derived_exact
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 3, 1, 10, 15, tzinfo=UTC)
+
+
+def make_source_row(name: str = "a") -> Source:
+    return Source.objects.create(
+        name=name, api_key="k", streams_base_url="http://x", evm_base_url="http://x",
+        aptos_mainnet_base_url="http://x", aptos_testnet_base_url="http://x",
+    )
+
+
+def record(n: int, *, error: str = "", retries: int = 0, minutes: int = 0, stream: str = "s1", **extra: Any) -> dict[str, Any]:
+    date = T0 + timedelta(minutes=minutes)
+    rec = {
+        "id": str(uuid.UUID(int=n)),
+        "date": date.isoformat().replace("+00:00", "Z"),
+        "tinyPayload": {"chainId": "0x1", "confirmed": n % 2 == 0, "block": str(1000 + n), "records": 2, "retries": retries},
+        "errorMessage": error,
+        "webhookUrl": f"https://hooks.example.com/{stream}",
+        "streamId": stream,
+        "tag": f"tag-{stream}",
+        "payload": {"block": {"number": str(1000 + n)}, "retries": retries, "logs": [], "txs": [
+            {"hash": "0x" + f"{n:064x}", "fromAddress": "0x" + "aa" * 20}
+        ]},
+    }
+    rec.update(extra)
+    return rec
+
+
+def test_it_inserts_then_leaves_unchanged_records_alone() -> None:
+    source = make_source_row()
+    batch = [record(i, minutes=i) for i in range(1, 51)]
+
+    first = store_records(source, batch)
+    stamps = dict(Delivery.objects.values_list("id", "updated_at"))
+    second = store_records(source, copy.deepcopy(batch))
+
+    assert (first.inserted, first.updated, first.unchanged) == (50, 0, 0)
+    assert (second.inserted, second.updated, second.unchanged) == (0, 0, 50)
+    assert dict(Delivery.objects.values_list("id", "updated_at")) == stamps
+    assert Delivery.objects.count() == 50
+    assert_derived_exact()
+
+
+def test_a_changed_record_is_rewritten_and_everything_derived_follows() -> None:
+    source = make_source_row()
+    store_records(source, [record(1, error="connect ECONNREFUSED 203.0.113.7:443", retries=0),
+                           record(2, error="connect ECONNREFUSED 198.51.100.2:443", minutes=70),
+                           record(3, minutes=5)])
+    refused = ErrorGroup.objects.get()
+    assert refused.delivery_count == 2
+    assert Delivery.objects.get(id=uuid.UUID(int=1)).status == "retrying"
+
+    # Record 1's retry hit a timeout, then record 2 got through; record 3 starts failing.
+    result = store_records(source, [
+        record(1, error="timeout of 10000ms exceeded", retries=1),
+        record(2, error="", retries=2, minutes=70),
+        record(3, error="Request failed with status code 500", retries=7, minutes=5),
+    ])
+
+    assert (result.inserted, result.updated, result.new_failures) == (0, 3, 1)
+    row1, row2, row3 = (Delivery.objects.get(id=uuid.UUID(int=i)) for i in (1, 2, 3))
+    assert (row1.retries, row1.status, row1.error_group.template) == (1, "retrying", "timeout of <duration> exceeded")
+    assert (row2.status, row2.error_group) == ("delivered", None)
+    assert row3.status == "failed"
+    refused.refresh_from_db()
+    assert refused.delivery_count == 0
+    assert_derived_exact()
+    assert HourlyRollup.objects.filter(status="delivered").values_list("deliveries", flat=True).get() == 1
+
+
+def test_first_and_last_seen_follow_the_rows_in_the_group() -> None:
+    source = make_source_row()
+    store_records(source, [record(i, error="socket hang up", minutes=i * 30) for i in range(1, 5)])
+    group = ErrorGroup.objects.get()
+    assert (group.first_seen, group.last_seen, group.delivery_count) == (T0 + timedelta(minutes=30), T0 + timedelta(minutes=120), 4)
+
+    store_records(source, [record(1, minutes=30, retries=1), record(4, minutes=120, retries=1)])
+
+    group.refresh_from_db()
+    assert (group.first_seen, group.last_seen, group.delivery_count) == (T0 + timedelta(minutes=60), T0 + timedelta(minutes=90), 2)
+    assert_derived_exact()
+
+
+def test_a_batch_repeating_an_id_keeps_the_last_copy() -> None:
+    source = make_source_row()
+    result = store_records(source, [record(1, error="socket hang up"), record(1, error="")])
+    assert result.inserted == 1
+    assert Delivery.objects.get().status == "delivered"
+    assert_derived_exact()
+
+
+def test_unreadable_records_are_reported_and_the_rest_stored() -> None:
+    source = make_source_row()
+    result = store_records(source, [record(1), {"id": "not-a-uuid"}, record(2, date="yesterday"), {"date": "x"}])
+    assert result.inserted == 1
+    assert len(result.rejected) == 3
+
+
+def test_hostile_values_are_stored_without_failing_the_batch() -> None:
+    source = make_source_row()
+    nasty = record(
+        1, error="bad\x00byte <script>alert(1)</script> \ud800", tag="t\x00ag",
+        payload={"weird": "nul \x00 inside", "lone": "\udc00", "big": 10**30, "nested": {"k\x00": [None, True]}},
+    )
+    nasty["tinyPayload"]["block"] = "0x" + "f" * 40  # does not fit a bigint
+    result = store_records(source, [nasty, record(2)])
+    assert result.inserted == 2
+    row = Delivery.objects.get(id=uuid.UUID(int=1))
+    assert "<script>" in row.error_message and "\x00" not in row.error_message
+    assert row.payload["weird"] == "nul \ufffd inside"
+    assert row.block_number is None
+
+
+def test_streams_keep_every_webhook_url_and_the_newest_tag() -> None:
+    source = make_source_row()
+    store_records(source, [record(1, minutes=0), record(2, minutes=10, webhookUrl="https://other.example.com/h", tag="renamed")])
+    stream = Stream.objects.get()
+    assert stream.webhook_urls == ["https://hooks.example.com/s1", "https://other.example.com/h"]
+    assert stream.tag == "renamed"
+    assert stream.chain_ids == ["0x1"]
+    assert_derived_exact()
+
+
+def test_two_sources_keep_their_own_rollups() -> None:
+    a, b = make_source_row("a"), make_source_row("b")
+    store_records(a, [record(1), record(2, error="socket hang up")])
+    store_records(b, [record(3), record(4)])
+    assert Stream.objects.count() == 2
+    assert_derived_exact()

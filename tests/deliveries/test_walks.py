@@ -1,0 +1,192 @@
+"""Head polls, retry-window revisits and backfills against the simulator over HTTP: complete, never twice,
+and following records the upstream changes after they were first seen."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from dashboard.deliveries import ingest
+from dashboard.deliveries.locks import _redis, source_lock_name
+from dashboard.deliveries.models import Delivery, HistoryWalk, Source
+from dashboard.deliveries.poll import poll, poll_head, revisit_retry_window
+from tests.deliveries.support import (
+    assert_derived_exact,
+    assert_matches_upstream,
+    make_source,
+    subprocess_database_url,
+    truth,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.django_db
+def test_the_first_poll_stores_the_whole_history_and_marks_it_synced(sim: Any, sim_source: Source) -> None:
+    result = poll(sim_source)
+
+    assert result.complete
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+    sim_source.refresh_from_db()
+    newest = max(Delivery.objects.values_list("date", flat=True))
+    assert sim_source.synced_through == newest == sim_source.newest_upstream_date
+    assert sim_source.records_last_poll == len(truth(sim))
+
+
+@pytest.mark.django_db
+def test_a_head_poll_reads_only_the_new_pages(sim: Any, sim_source: Source) -> None:
+    poll_head(sim_source)
+    sim.world.clock.advance(3 * 3600)
+    before = sim.world.requests_served
+
+    result = poll_head(sim_source)
+
+    # Three hours of records fit on one or two pages; the walk stops at what was stored.
+    assert 1 <= sim.world.requests_served - before <= 2
+    assert result.stored.inserted > 0
+    new_ids = set(truth(sim))
+    assert new_ids <= set(Delivery.objects.values_list("id", flat=True))
+
+
+@pytest.mark.django_db
+def test_records_changed_after_first_seen_are_followed(sim: Any, sim_source: Source) -> None:
+    poll(sim_source)
+    failing = Delivery.objects.failures().count()
+    assert failing > 0, "the simulator should have failures in its window"
+
+    # Time passes: retries happen, some deliveries recover, others fail again; the oldest records expire.
+    sim.world.clock.advance(2 * 3600)
+    sim_source.refresh_from_db()
+    result = revisit_retry_window(sim_source)
+    head = poll_head(sim_source)
+
+    assert result.stored.updated > 0
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+    # Records that left the upstream's window stay stored.
+    assert Delivery.objects.count() > len(truth(sim))
+    assert head.complete
+
+
+@pytest.mark.django_db
+def test_the_revisit_runs_when_due(sim: Any, sim_source: Source, settings: Any) -> None:
+    poll(sim_source)
+    sim.world.clock.advance(3600)
+    sim_source.refresh_from_db()
+    Source.objects.filter(pk=sim_source.pk).update(last_revisit_at=None)
+    sim_source.refresh_from_db()
+
+    result = poll(sim_source)
+
+    assert result.revisited
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+
+
+@pytest.mark.django_db
+def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
+    sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = {"n": 0}
+    original = ingest._refresh_rollups
+
+    def failing(*args: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("killed mid-page")
+        original(*args)
+
+    monkeypatch.setattr(ingest, "_refresh_rollups", failing)
+    with pytest.raises(RuntimeError):
+        poll_head(sim_source)
+    walk = HistoryWalk.objects.get(source=sim_source, kind="head")
+    assert walk.pages == 2 and not walk.finished
+    assert Delivery.objects.count() == 2 * 100
+    sim_source.refresh_from_db()
+    assert sim_source.last_error_kind == "internal"
+
+    monkeypatch.setattr(ingest, "_refresh_rollups", original)
+    poll_head(sim_source)
+
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backfill_killed_mid_walk_resumes_without_refetching(make_simulator: Any) -> None:
+    sim = make_simulator(history_window_days=3)
+    source = make_source(sim)
+    pages_total = -(-len(truth(sim)) // 100)
+    sim.world.faults.latency_ms = 120
+    env = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
+           "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "manage.py", "backfill_history", "--source", source.name, "--no-progress"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            walk = HistoryWalk.objects.filter(source=source, kind="backfill").first()
+            if walk is not None and walk.pages >= 3:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"the backfill did not progress: {child.stdout.read() if child.stdout else ''}")
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    stored_pages = HistoryWalk.objects.get(source=source, kind="backfill").pages
+    assert 3 <= stored_pages < pages_total
+    sim.world.faults.latency_ms = 0
+    # The dead process's poll lock would expire by itself after LOCK_TIMEOUT (test_locks covers expiry);
+    # here it is expired at once.
+    _redis().delete(f"lock:{source_lock_name(source.pk)}")
+    requests_before = sim.world.requests_served
+
+    call_command("backfill_history", "--source", source.name, "--no-progress")
+
+    assert sim.world.requests_served - requests_before == pages_total - stored_pages
+    walk = HistoryWalk.objects.get(source=source, kind="backfill")
+    assert walk.finished and walk.pages == pages_total
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+    source.refresh_from_db()
+    assert source.synced_through == max(Delivery.objects.values_list("date", flat=True))
+
+
+@pytest.mark.django_db
+def test_backfill_reports_completion_and_restarts_on_request(
+    sim: Any, sim_source: Source, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call_command("backfill_history", "--source", "sim", "--no-progress")
+    assert "backfill complete" in capsys.readouterr().out
+    requests = sim.world.requests_served
+
+    call_command("backfill_history", "--source", "sim", "--no-progress")
+    assert "already complete" in capsys.readouterr().out
+    assert sim.world.requests_served == requests
+
+    call_command("backfill_history", "--source", "sim", "--no-progress", "--restart")
+    assert "0 new" in capsys.readouterr().out
+    assert sim.world.requests_served > requests
+    assert_matches_upstream(sim)
+
+
+@pytest.mark.django_db
+def test_backfill_shows_records_rate_and_eta(sim: Any, sim_source: Source, capsys: pytest.CaptureFixture[str]) -> None:
+    call_command("backfill_history", "--source", "sim")
+    err = capsys.readouterr().err
+    total = len(truth(sim))
+    assert f"{total}/{total}" in err and "records/s" in err

@@ -1,0 +1,97 @@
+"""GET /aptos/{network}/nfts/creators: encodings, validation in the NestJS style, paging, networks."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from dashboard.simulator.server import RunningSimulator
+from tests.simulator.conftest import KEY
+
+A = "0x4d09404aecb8aa005d7cd2ffe0bf604d584c866ae40ba05d8cec2b77ff5ba221"
+B = "0x9125e4054d884fdc7296b66e12c0d63a7baa0d88c77e8e784987c0a967c670ac"
+
+
+def creators(http: httpx.Client, query: str, network: str = "mainnet") -> httpx.Response:
+    return http.get(f"/aptos/{network}/nfts/creators?{query}")
+
+
+def hashes(response: httpx.Response) -> list[str]:
+    assert response.status_code == 200, response.text
+    return [item["token_data_id_hash"] for item in response.json()["result"]]
+
+
+def test_all_three_encodings_give_the_same_answer(http: httpx.Client) -> None:
+    repeated = hashes(creators(http, f"limit=100&creator_addresses={A}&creator_addresses={B}"))
+    brackets = hashes(creators(http, f"limit=100&creator_addresses[]={A}&creator_addresses[]={B}"))
+    indexed = hashes(creators(http, f"limit=100&creator_addresses[1]={B}&creator_addresses[0]={A}"))
+    assert repeated == brackets == indexed
+    only_a = hashes(creators(http, f"limit=100&creator_addresses={A}"))
+    assert only_a != repeated
+
+
+def test_mainnet_and_testnet_are_separate(http: httpx.Client) -> None:
+    mainnet = hashes(creators(http, f"limit=50&creator_addresses={A}"))
+    testnet = hashes(creators(http, f"limit=50&creator_addresses={A}", "testnet"))
+    assert mainnet and set(mainnet).isdisjoint(testnet)
+
+
+@pytest.mark.parametrize(
+    "query, messages",
+    [
+        ("limit=10", ["creator_addresses must contain at least 1 elements"]),
+        (f"creator_addresses={A}", ["limit is required"]),
+        (f"limit=101&creator_addresses={A}", ["limit must not be greater than 100"]),
+        (f"limit=5&offset=101&creator_addresses={A}", ["offset must not be greater than 100"]),
+        (
+            "limit=5&creator_addresses=0x1234",
+            ["each value in creator_addresses must match /^0x[a-fA-F0-9]{64}$/ regular expression"],
+        ),
+        (
+            "limit=5&" + "&".join(f"creator_addresses=0x{i:064x}" for i in range(26)),
+            ["creator_addresses must contain no more than 25 elements"],
+        ),
+        ("limit=0", ["limit must not be less than 1", "creator_addresses must contain at least 1 elements"]),
+        (f"limit=5&cursor=a.b.c&creator_addresses={A}", ["cursor is not valid"]),
+    ],
+)
+def test_it_answers_400_in_the_nestjs_style(http: httpx.Client, query: str, messages: list[str]) -> None:
+    response = creators(http, query)
+    assert response.status_code == 400
+    assert response.json() == {"statusCode": 400, "message": messages, "error": "Bad Request"}
+
+
+def test_it_accepts_a_bearer_token_and_refuses_without_a_key(sim: RunningSimulator) -> None:
+    url = f"{sim.aptos_testnet_base_url}/nfts/creators?limit=5&creator_addresses={A}"
+    assert httpx.get(url, headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    missing = httpx.get(url)
+    assert missing.status_code == 401
+    assert missing.json()["statusCode"] == 401 and missing.json()["error"] == "Unauthorized"
+    assert httpx.get(url, headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+
+def test_paging_with_cursor_and_offset(http: httpx.Client) -> None:
+    everything = hashes(creators(http, f"limit=100&creator_addresses={A}"))
+    assert len(everything) == 100
+    collected: list[str] = []
+    response = creators(http, f"limit=30&creator_addresses={A}")
+    while True:
+        body = response.json()
+        collected.extend(item["token_data_id_hash"] for item in body["result"])
+        if not body["hasNextPage"]:
+            assert body["cursor"] is None
+            break
+        # The cursor carries the page size; a different limit beside it does not change the page.
+        response = creators(http, f"limit=7&cursor={body['cursor']}&creator_addresses={A}")
+        assert len(response.json()["result"]) <= 30
+    assert collected[:100] == everything
+    assert len(set(collected)) == len(collected) > 100
+    offset = hashes(creators(http, f"limit=10&offset=5&creator_addresses={A}"))
+    assert offset == everything[5:15]
+
+
+def test_an_unknown_creator_may_have_nothing(http: httpx.Client) -> None:
+    empties = [creators(http, f"limit=5&creator_addresses=0x{i:064x}").json() for i in range(1, 30)]
+    assert any(
+        body["result"] == [] and body["cursor"] is None and body["hasNextPage"] is False for body in empties
+    )

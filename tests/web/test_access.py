@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+PAGES = [
+    "/",
+    "/streams/",
+    "/timeline/",
+    "/deliveries/",
+    "/deliveries/export.csv",
+    "/deliveries/00000000-0000-4000-8000-000000000000/",
+    "/deliveries/00000000-0000-4000-8000-000000000000/payload.json",
+    "/errors/",
+    "/retries/",
+    "/search/?q=1",
+]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_needs_a_login(client: Client, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/?range=2y",
+        "/?range=custom&start=2026-02-30",
+        "/timeline/?range=custom",
+        "/timeline/?range=custom&start=2026-01-02&end=2026-01-01",
+        "/timeline/?range=custom&start=2020-01-01&end=2026-01-01",
+        "/timeline/?stream=" + "x" * 65,
+        "/deliveries/?status=exploded",
+        "/deliveries/?retries=-1",
+        "/deliveries/?retries=99",
+        "/deliveries/?retries=lots",
+        "/deliveries/?group=abc",
+        "/deliveries/?group=99999999999999999999999",
+        "/deliveries/?chain=ethereum",
+        "/deliveries/?confirmed=maybe",
+        "/deliveries/?start=yesterday",
+        "/deliveries/?start=99999-01-01",
+        "/deliveries/?after=garbage",
+        "/deliveries/?after=99999999999999999999_" + "0" * 32,
+        "/deliveries/?before=1_nothex",
+        "/deliveries/?q=hello",
+        "/deliveries/?order=sideways",
+        "/deliveries/?tag=%00",
+        "/deliveries/export.csv?status=exploded",
+        "/errors/?range=forever",
+        "/retries/?by=chain",
+        "/retries/?range=custom&start=soon",
+        "/search/?q=%3Cscript%3Ealert(1)%3C/script%3E",
+        "/search/?q=0x123",
+    ],
+)
+def test_a_malformed_filter_is_a_400_with_a_message(logged_in_client: Client, path: str) -> None:
+    response = logged_in_client.get(path)
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "These filters can't be used" in body
+    assert "<script>alert(1)</script>" not in body
+    assert 'class="js-errors"' in body and "<li>" in body

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.deliveries.models import ErrorGroup, Source
+from tests.web.conftest import ADDR, STREAM_B, TX, URL_B, record, store
+
+pytestmark = pytest.mark.django_db
+
+
+def test_error_groups_with_counts_sparklines_and_affected_slices(
+    plain_source: Source, logged_in_client: Client, django_assert_num_queries: Any
+) -> None:
+    now = timezone.now()
+    store(
+        plain_source,
+        record(date=now - timedelta(hours=1), error="connect ECONNREFUSED 10.0.0.1:443", retries=1),
+        record(date=now - timedelta(hours=30), stream_id=STREAM_B, tag="beta", url=URL_B,
+               error="connect ECONNREFUSED 10.0.0.2:8443", retries=3),
+        record(date=now - timedelta(hours=2), error="<script>alert(1)</script>", retries=1),
+        record(date=now - timedelta(hours=2)),
+    )
+    # session, user, sync banner, per-group slices, sparkline buckets, the groups
+    with django_assert_num_queries(6):
+        response = logged_in_client.get("/errors/")
+    entries = response.context["entries"]
+    first = entries[0]
+    assert first["group"].template == "connect ECONNREFUSED <ip>"
+    assert first["stats"].total == 2
+    assert first["stats"].tags == {"alpha", "beta"} and first["stats"].urls == {URL_B, "https://hooks.example.com/a"}
+    assert first["spark"].peak == 1
+    body = response.content.decode()
+    assert f"/deliveries/?group={first['group'].pk}" in body
+    assert "&lt;script&gt;alert(" in body and "<script>alert(" not in body
+
+    day = logged_in_client.get("/errors/?range=24h").context["entries"]
+    assert {e["stats"].total for e in day} == {1}
+    only_beta = logged_in_client.get("/errors/?tag=beta").context["entries"]
+    assert [e["stats"].total for e in only_beta] == [1]
+
+
+def test_retry_statistics_per_stream_and_tag(
+    plain_source: Source, logged_in_client: Client, django_assert_num_queries: Any
+) -> None:
+    now = timezone.now()
+    store(
+        plain_source,
+        record(date=now - timedelta(hours=3)),
+        record(date=now - timedelta(hours=3), retries=1),  # delivered after 1 min
+        record(date=now - timedelta(hours=3), retries=2),  # delivered after 11 min
+        record(date=now - timedelta(hours=3), retries=3),  # delivered after 1 h 11 min
+        record(date=now - timedelta(hours=2), error="socket hang up", retries=2),
+        record(date=now - timedelta(days=3), stream_id=STREAM_B, tag="beta", error="socket hang up", retries=7),
+    )
+    # session, user, sync banner, distribution, still-failing deliveries
+    with django_assert_num_queries(5):
+        response = logged_in_client.get("/retries/")
+    rows = {r.key: r for r in response.context["rows"]}
+    a = rows["11111111-1111-4111-8111-111111111111"]
+    assert a.distribution == [1, 1, 2, 1, 0, 0, 0, 0]
+    assert a.eventually_share == 100.0
+    assert a.median_time_to_success == 660
+    assert a.retrying == 1
+    b = rows[STREAM_B]
+    assert b.failed == 1 and b.eventually_share == 0.0
+    failing = response.context["still_failing"]
+    assert len(failing) == 1
+    assert failing[0].next_retry == failing[0].date + timedelta(seconds=4260)
+    assert failing[0].runs_out == failing[0].date + timedelta(seconds=162660)
+
+    by_tag = logged_in_client.get("/retries/?by=tag").context["rows"]
+    assert {r.key for r in by_tag} == {"alpha", "beta"}
+    assert logged_in_client.get("/retries/?range=24h").context["overall"].total == 5
+
+
+def test_search_finds_deliveries_through_search_keys(
+    plain_source: Source, logged_in_client: Client, django_assert_num_queries: Any
+) -> None:
+    stored = store(plain_source, record(block=777), record(block=778, payload={"block": {"number": "778"}}))
+    hit = next(d for d in stored if d.block_number == 777)
+    # session, user, sync banner, the matching deliveries
+    with django_assert_num_queries(4):
+        response = logged_in_client.get(f"/search/?q={TX.upper().replace('0X', '0x')}")
+    assert [d.pk for d in response.context["deliveries"]] == [hit.pk]
+    for q in (ADDR, "777", f"tx:{TX}", f"address:{ADDR}"):
+        found = logged_in_client.get("/search/", {"q": q}).context["deliveries"]
+        assert [d.pk for d in found] == [hit.pk], q
+    assert logged_in_client.get("/search/?q=999").context["deliveries"] == []
+    empty = logged_in_client.get("/search/")
+    assert empty.status_code == 200 and "block number" in empty.content.decode()
+
+
+def test_a_bad_search_explains_what_is_expected(logged_in_client: Client) -> None:
+    response = logged_in_client.get("/search/?q=not-a-hash")
+    assert response.status_code == 400
+    assert "is not a search key" in response.content.decode()
+
+
+def test_the_list_of_an_error_group_names_it(plain_source: Source, logged_in_client: Client) -> None:
+    store(plain_source, record(error="socket hang up", retries=1))
+    group = ErrorGroup.objects.get()
+    body = logged_in_client.get(f"/deliveries/?group={group.pk}").content.decode()
+    assert "Error group:" in body and "socket hang up" in body

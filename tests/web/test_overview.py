@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.deliveries.models import Source
+from tests.web.conftest import STREAM_B, URL_B, record, store
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_shows_counts_worst_streams_errors_and_sources(
+    plain_source: Source, logged_in_client: Client, django_assert_num_queries: Any
+) -> None:
+    now = timezone.now()
+    store(
+        plain_source,
+        record(date=now - timedelta(minutes=10)),
+        record(date=now - timedelta(minutes=20), stream_id=STREAM_B, tag="beta", url=URL_B,
+               error="connect ECONNREFUSED 10.0.0.1:443", retries=2),
+        record(date=now - timedelta(hours=5)),
+        record(date=now - timedelta(days=3), error="socket hang up", retries=7),
+    )
+    # session, user, sync banner, 1 h/24 h counts, 7-day rollups, error templates, sources, chart
+    with django_assert_num_queries(8):
+        response = logged_in_client.get("/")
+    assert response.status_code == 200
+    cards = {c["label"]: (c["total"], c["failed"]) for c in response.context["cards"]}
+    assert cards == {"Last hour": (2, 1), "Last 24 hours": (3, 1), "Last 7 days": (4, 2)}
+    assert response.context["open_group_count"] == 1
+    assert [s.key for s in response.context["worst_streams"]] == [STREAM_B]
+    assert [u.key for u in response.context["worst_urls"]] == [URL_B]
+    assert response.context["top_groups"][0].label == "connect ECONNREFUSED <ip>"
+    body = response.content.decode()
+    assert "Syncing" in body
+    assert '<svg class="chart"' in body
+
+
+def test_an_empty_database_renders(plain_source: Source, logged_in_client: Client) -> None:
+    response = logged_in_client.get("/")
+    assert response.status_code == 200
+    assert "No failures in the last 24 hours." in response.content.decode()
+
+
+def test_the_chart_range_is_in_the_url(plain_source: Source, logged_in_client: Client) -> None:
+    store(plain_source, record(date=timezone.now() - timedelta(days=20)))
+    week = logged_in_client.get("/?range=7d").context["timeline"]
+    month = logged_in_client.get("/?range=30d").context["timeline"]
+    assert week.chart.delivered == 0
+    assert month.chart.delivered == 1
+    assert month.from_rollups
+
+
+def test_the_live_partial_has_no_page_around_it(plain_source: Source, logged_in_client: Client) -> None:
+    response = logged_in_client.get("/", headers={"X-Live-Refresh": "1"})
+    body = response.content.decode()
+    assert "Open error groups" in body
+    assert "<html" not in body
+    full = logged_in_client.get("/").content.decode()
+    assert "data-live" in full and "js-live-toggle" in full
+
+
+def test_a_failing_source_is_shown(plain_source: Source, logged_in_client: Client) -> None:
+    Source.objects.filter(pk=plain_source.pk).update(
+        last_error_at=timezone.now(), last_error_kind="unreachable",
+        last_error_message="<b>connection refused</b>", consecutive_failures=3,
+    )
+    body = logged_in_client.get("/").content.decode()
+    assert "Needs attention" in body
+    assert "&lt;b&gt;connection refused&lt;/b&gt;" in body

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.deliveries.models import Source
+from dashboard.web import provider_rule
+from tests.web.conftest import STREAM_A, STREAM_B, URL_A, URL_B, record, store
+
+pytestmark = pytest.mark.django_db
+
+
+def test_one_row_per_stream_with_its_numbers(
+    plain_source: Source, logged_in_client: Client, django_assert_num_queries: Any
+) -> None:
+    now = timezone.now()
+    store(
+        plain_source,
+        record(date=now - timedelta(minutes=3), stream_id=STREAM_A, tag="alpha"),
+        record(date=now - timedelta(minutes=30), stream_id=STREAM_A, tag="alpha", retries=2),
+        record(date=now - timedelta(days=2), stream_id=STREAM_A, tag="alpha-old"),
+        *(record(date=now - timedelta(minutes=m), stream_id=STREAM_B, tag="beta", url=URL_B,
+                 error="Request failed with status code 500", retries=4) for m in range(5, 15)),
+    )
+    # session, user, sync banner, rollups per stream, last delivery per stream, attempts for health
+    with django_assert_num_queries(6):
+        response = logged_in_client.get("/streams/")
+    assert response.status_code == 200
+    entries = {e["stats"].key: e for e in response.context["entries"]}
+    a, b = entries[STREAM_A], entries[STREAM_B]
+    assert a["stats"].label == "alpha"
+    assert a["stats"].total_recent == 2 and a["stats"].failed_recent == 0 and a["stats"].retried_recent == 2
+    assert abs((a["last_delivery"] - (now - timedelta(minutes=3))).total_seconds()) < 1
+    assert a["health"].state == "ok"
+    # 10 deliveries x 5 failed attempts each: the rate drops from 100 to 50.
+    assert b["stats"].failed_recent == 10
+    assert b["health"].rate == 50
+    assert b["health"].state == "error"
+    # The worst stream comes first.
+    assert response.context["entries"][0]["stats"].key == STREAM_B
+    assert [url for url, _ in b["urls"]] == [URL_B]
+    assert URL_A in response.content.decode()
+
+
+def _row(hour, status, retries, n, url=URL_A):
+    return {"webhook_url": url, "hour": hour, "status": status, "retries": retries, "n": n}
+
+
+def test_the_provider_rule_replays_attempts_on_the_schedule() -> None:
+    now = timezone.now().replace(minute=30, second=0, microsecond=0)
+    start = now.replace(minute=0) - timedelta(hours=10)
+    rows = [
+        _row(start, "delivered", 0, 50),
+        # 3 failed attempts then a success, all within the first 70 minutes of the schedule.
+        _row(start + timedelta(hours=1), "delivered", 3, 4),
+        _row(start + timedelta(hours=2), "retrying", 1, 10),
+    ]
+    health = provider_rule.replay(rows, now)[URL_A]
+    assert health.attempts == 50 + 4 * 4 + 10 * 2
+    assert health.failed_attempts == 4 * 3 + 10 * 2
+    # Hour by hour: 100 (capped), 100 - 12 = 88, then 88 + 4 successes - 20 failures = 72.
+    assert health.history[:3] == [100, 88, 72]
+    assert health.rate == 72
+    assert health.state == "at-risk"
+
+
+def test_a_falling_rate_warns_before_it_crosses_seventy() -> None:
+    now = timezone.now().replace(minute=59, second=0, microsecond=0)
+    base = now.replace(minute=0)
+    rows = [_row(base - timedelta(hours=3), "delivered", 0, 1)]
+    rows += [_row(base - timedelta(hours=h), "retrying", 0, 4) for h in (2, 1, 0)]
+    health = provider_rule.replay(rows, now)[URL_A]
+    # Still above the warning line, but losing 4 points an hour: below 70 in under 5 hours.
+    assert health.history == [100, 96, 92, 88]
+    assert health.rate == 88
+    assert health.trend_per_hour == -4
+    assert health.hours_to_error is not None and health.hours_to_error <= provider_rule.WARN_HORIZON_HOURS
+    assert health.state == "at-risk"
+    assert "falls below 70" in health.explanation
