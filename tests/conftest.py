@@ -9,6 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+pytest_plugins = ["tests.browser.fixtures"]
+
 SIMULATOR_KEY = "test-simulator-key"
 
 

@@ -11,7 +11,6 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from dashboard.accounts.roles import STAFF, VIEWERS, assign_role
-from tests.browser.conftest import browser, page, staff_user, viewer_page  # noqa: F401 - for test_browser
 
 TX = "0x" + "1a" * 32
 OTHER_TX = "0x" + "2b" * 32

@@ -16,7 +16,7 @@ from dashboard.deliveries.generator import generate_deliveries
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import Source
 from tests.admin.conftest import NOW, history_record
-from tests.browser.conftest import screenshot
+from tests.browser.fixtures import screenshot
 
 pytestmark = pytest.mark.browser
 

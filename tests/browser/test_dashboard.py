@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import Delivery, Source
-from tests.browser.conftest import screenshot
+from tests.browser.fixtures import screenshot
 from tests.conftest import SIMULATOR_KEY
 
 pytestmark = pytest.mark.browser

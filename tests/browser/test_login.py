@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import screenshot
+from tests.browser.fixtures import screenshot
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.browser

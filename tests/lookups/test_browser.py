@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import browser, page, screenshot, staff_user  # noqa: F401 - fixtures
+from tests.browser.fixtures import screenshot
 from tests.lookups.conftest import APTOS_CREATOR, APTOS_CREATOR_2, BAYC, fresh_contract
 
 pytestmark = pytest.mark.browser

@@ -1,5 +1,8 @@
 """Headless Chromium (Debian's package) driven by Playwright against pytest-django's live server.
 
+Loaded once for the whole suite from tests/conftest.py (``pytest_plugins``): a second copy of the
+session-scoped ``browser`` fixture would start a second Playwright inside the first one's event loop.
+
 Screenshots go to test-artifacts/screenshots/. Where no Chromium is installed the tests skip and say
 how to get one.
 """
