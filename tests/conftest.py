@@ -39,12 +39,17 @@ def source(db: None, simulator: Any) -> Any:
     )
 
 
-def make_user(username: str = "alice", *, staff: bool = False) -> User:
+def make_user(username: str = "alice", *, staff: bool = False, role: str | None = "Viewers") -> User:
+    """A user with a password; a viewer by default, a superuser with `staff`, no role with `role=None`."""
     user = User.objects.create_user(username, f"{username}@example.com", "correct-horse-battery")
     if staff:
         user.is_staff = True
         user.is_superuser = True
         user.save()
+    elif role is not None:
+        from dashboard.accounts.roles import assign_role
+
+        assign_role(user, role)
     return user
 
 

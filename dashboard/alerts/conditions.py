@@ -9,7 +9,6 @@ clock runs ahead of ours (or a simulator running faster than real time) must not
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,21 +17,16 @@ from urllib.parse import urlsplit
 from django.db.models import Count, Max, Min, Q
 
 from dashboard.alerts.models import AlertRule, Condition, Scope, TargetKind
+from dashboard.deliveries import provider_rule
 from dashboard.deliveries.models import (
-    RETRY_SCHEDULE_SECONDS,
     Delivery,
     DeliveryQuerySet,
     DeliveryStatus,
     ErrorGroup,
+    HourlyRollup,
     Source,
 )
 
-# The provider's rule: a webhook URL's success rate starts at 100, loses 1 per failed attempt, gains 1 per
-# successful one (capped at 100), and the stream enters the error state below 70.
-PROVIDER_ERROR_STATE_BELOW = 70
-# How far back the success-rate model replays attempts. A rate capped at 100 forgets anything older than
-# the last 30 net successes, and the longest retry chain spans about 31 h.
-MODEL_HORIZON = timedelta(hours=32)
 # Streams or URLs with no failure this recent cannot satisfy consecutive or error-state conditions.
 FAILURE_LOOKBACK = timedelta(hours=32)
 FIRST_FAILURES = 5
@@ -188,68 +182,42 @@ def consecutive(rule: AlertRule, now: datetime) -> list[Observation]:
     return found
 
 
-def attempts_of(date: datetime, retries: int, delivered: bool) -> list[tuple[datetime, bool]]:
-    """The attempts one history record stands for, at the times the provider's retry schedule puts them."""
-    failed_attempts = retries if delivered else retries + 1
-    events: list[tuple[datetime, bool]] = []
-    at = date
-    for attempt in range(failed_attempts + (1 if delivered else 0)):
-        if attempt:
-            at += timedelta(seconds=RETRY_SCHEDULE_SECONDS[min(attempt, len(RETRY_SCHEDULE_SECONDS)) - 1])
-        events.append((at, attempt >= failed_attempts))
-    return events
-
-
-def modelled_success_rate(rows: Iterable[tuple[datetime, int, str]], now: datetime) -> int:
-    """Replay attempts in time order through the provider's success-rate rule.
-
-    `rows` are (date, retries, status) of one webhook URL's deliveries. The history keeps only the latest
-    state of each delivery, so retry times are placed by the published schedule; attempts that the schedule
-    would put after `now` have in fact happened already (the record says so) and count at `now`.
-    """
-    events: list[tuple[datetime, bool]] = []
-    for date, retries, status in rows:
-        for at, ok in attempts_of(date, retries, status == DeliveryStatus.DELIVERED):
-            events.append((min(at, now), ok))
-    events.sort(key=lambda event: event[0])
-    rate = 100
-    for _at, ok in events:
-        rate = min(100, rate + 1) if ok else max(0, rate - 1)
-    return rate
-
-
 def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
-    candidates = (
-        scoped(rule)
-        .failures()
-        .filter(date__gte=now - FAILURE_LOOKBACK)
-        .values_list("webhook_url", flat=True)
-        .distinct()
-    )
-    found = []
-    for url in sorted(set(candidates)):
-        rows = list(
-            Delivery.objects.filter(webhook_url=url, date__gte=now - MODEL_HORIZON)
-            .order_by("date")
-            .values_list("date", "retries", "status", "stream_id", "tag")
+    """Webhook URLs whose replayed provider success rate (the streams page's model) is below the threshold."""
+    urls = sorted(
+        set(
+            scoped(rule)
+            .failures()
+            .filter(date__gte=now - FAILURE_LOOKBACK)
+            .values_list("webhook_url", flat=True)
+            .distinct()
         )
-        rate = modelled_success_rate(((d, r, s) for d, r, s, _stream, _tag in rows), now)
-        if rate < rule.threshold_percent:
-            failures = sum(1 for row in rows if row[2] != DeliveryStatus.DELIVERED)
-            stream_id, tag = rows[-1][3], rows[-1][4]
-            found.append(
-                Observation(
-                    target_kind=TargetKind.WEBHOOK_URL,
-                    target_key=url,
-                    label=_label(tag, stream_id),
-                    stream_id=stream_id,
-                    webhook_url=url,
-                    failures=failures,
-                    total=len(rows),
-                    rate=float(rate),
-                    since=now - MODEL_HORIZON,
-                )
+    )
+    if not urls:
+        return []
+    since = (now - provider_rule.WINDOW).replace(minute=0, second=0, microsecond=0)
+    rollups = HourlyRollup.objects.between(since, None).filter(webhook_url__in=urls)
+    healths = provider_rule.replay(rollups.attempts_by_url(), now)
+    found = []
+    for url in urls:
+        health = healths.get(url)
+        if health is None or health.rate >= rule.threshold_percent:
+            continue
+        newest = scoped(rule).filter(webhook_url=url).order_by("-date").values("stream_id", "tag").first() or {}
+        stream_id, tag = newest.get("stream_id", ""), newest.get("tag", "")
+        found.append(
+            Observation(
+                target_kind=TargetKind.WEBHOOK_URL,
+                target_key=url,
+                label=_label(tag, stream_id),
+                stream_id=stream_id,
+                webhook_url=url,
+                failures=health.failed_attempts,
+                total=health.attempts,
+                rate=float(health.rate),
+                since=since,
             )
+        )
     return found
 
 
@@ -391,7 +359,7 @@ def headline(rule: AlertRule, observation: Observation, details: dict[str, Any])
     if rule.condition == Condition.ERROR_STATE_RISK:
         text = (
             f"stream {observation.label}: modelled success rate {observation.rate:.0f} % for {host} "
-            f"(error state below {PROVIDER_ERROR_STATE_BELOW} %)"
+            f"(error state below {provider_rule.ERROR_BELOW} %)"
         )
     elif rule.condition == Condition.FAILURE_RATE:
         text = (

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboard.deliveries.models import MAX_RETRIES
-from dashboard.web.provider_rule import ATTEMPT_OFFSETS
+from dashboard.deliveries.provider_rule import ATTEMPT_OFFSETS
 
 
 @dataclass

@@ -118,8 +118,8 @@ def test_the_decorators(db: None) -> None:
     viewer = make_role_user("v", VIEWERS)
     staff = make_role_user("s", STAFF)
     superuser = make_user("root", staff=True)
-    no_role = make_user("nobody")
-    is_staff_without_role = make_user("flagged")
+    no_role = make_user("nobody", role=None)
+    is_staff_without_role = make_user("flagged", role=None)
     is_staff_without_role.is_staff = True
     is_staff_without_role.save()
     inactive = make_role_user("gone", STAFF)

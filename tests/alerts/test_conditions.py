@@ -8,7 +8,6 @@ import pytest
 
 from dashboard.alerts import conditions
 from dashboard.alerts.models import Condition
-from dashboard.deliveries.models import RETRY_SCHEDULE_SECONDS
 from tests.alerts.factories import (
     HOOK,
     REFUSED,
@@ -60,29 +59,6 @@ def test_consecutive_looks_at_the_newest_deliveries_only() -> None:
 
     store(source, record(now))
     assert conditions.observe(rule, now) == []
-
-
-def test_the_success_rate_model_follows_the_provider_rule() -> None:
-    now = fixed_now()
-    start = now - timedelta(hours=2)
-    # 31 first attempts failed: 100 - 31 = 69, in the error state.
-    failed = [(start + timedelta(seconds=i), 0, "retrying") for i in range(31)]
-    assert conditions.modelled_success_rate(failed, now) == 69
-    # A success only adds what the cap allows, and each retry is an attempt.
-    assert conditions.modelled_success_rate([(start, 0, "delivered")] * 5, now) == 100
-    # Three failed attempts take it to 97, the successful fourth to 98.
-    assert conditions.modelled_success_rate([(start, 3, "delivered")], now) == 98
-    assert conditions.modelled_success_rate([(start, 2, "retrying")], now) == 97
-
-
-def test_retry_attempts_are_placed_by_the_published_schedule() -> None:
-    start = fixed_now()
-    attempts = conditions.attempts_of(start, 2, delivered=True)
-    assert attempts == [
-        (start, False),
-        (start + timedelta(seconds=RETRY_SCHEDULE_SECONDS[0]), False),
-        (start + timedelta(seconds=RETRY_SCHEDULE_SECONDS[0] + RETRY_SCHEDULE_SECONDS[1]), True),
-    ]
 
 
 def test_error_state_risk_opens_per_webhook_url_below_the_threshold() -> None:

@@ -262,5 +262,5 @@ def test_it_needs_a_login_and_the_viewer_role(client: Client, source: Any) -> No
 
     response = client.get(URL, {"address": BAYC})
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
-    client.force_login(make_user("nobody"))
+    client.force_login(make_user("nobody", role=None))
     assert client.get(URL, {"address": BAYC}).status_code == 403

@@ -26,6 +26,15 @@ def test_every_page_needs_a_login(client: Client, path: str) -> None:
     assert response["Location"].startswith("/accounts/login/")
 
 
+@pytest.mark.parametrize("path", PAGES)
+def test_a_login_without_the_viewer_role_sees_no_data(client: Client, path: str) -> None:
+    from tests.conftest import make_user
+
+    client.force_login(make_user("nobody", role=None))
+    response = client.get(path)
+    assert response.status_code == 403
+
+
 @pytest.mark.parametrize(
     "path",
     [

@@ -25,8 +25,8 @@ def test_error_groups_with_counts_sparklines_and_affected_slices(
         record(date=now - timedelta(hours=2), error="<script>alert(1)</script>", retries=1),
         record(date=now - timedelta(hours=2)),
     )
-    # session, user, sync banner, per-group slices, sparkline buckets, the groups
-    with django_assert_num_queries(6):
+    # session, user, the viewer role (user and group permissions), sync banner, per-group slices, sparkline buckets, the groups
+    with django_assert_num_queries(8):
         response = logged_in_client.get("/errors/")
     entries = response.context["entries"]
     first = entries[0]
@@ -57,8 +57,8 @@ def test_retry_statistics_per_stream_and_tag(
         record(date=now - timedelta(hours=2), error="socket hang up", retries=2),
         record(date=now - timedelta(days=3), stream_id=STREAM_B, tag="beta", error="socket hang up", retries=7),
     )
-    # session, user, sync banner, distribution, still-failing deliveries
-    with django_assert_num_queries(5):
+    # session, user, the viewer role (user and group permissions), sync banner, distribution, still-failing deliveries
+    with django_assert_num_queries(7):
         response = logged_in_client.get("/retries/")
     rows = {r.key: r for r in response.context["rows"]}
     a = rows["11111111-1111-4111-8111-111111111111"]
@@ -83,8 +83,8 @@ def test_search_finds_deliveries_through_search_keys(
 ) -> None:
     stored = store(plain_source, record(block=777), record(block=778, payload={"block": {"number": "778"}}))
     hit = next(d for d in stored if d.block_number == 777)
-    # session, user, sync banner, the matching deliveries
-    with django_assert_num_queries(4):
+    # session, user, the viewer role (user and group permissions), sync banner, the matching deliveries
+    with django_assert_num_queries(6):
         response = logged_in_client.get(f"/search/?q={TX.upper().replace('0X', '0x')}")
     assert [d.pk for d in response.context["deliveries"]] == [hit.pk]
     for q in (ADDR, "777", f"tx:{TX}", f"address:{ADDR}"):

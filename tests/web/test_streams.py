@@ -7,8 +7,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.deliveries import provider_rule
 from dashboard.deliveries.models import Source
-from dashboard.web import provider_rule
 from tests.web.conftest import STREAM_A, STREAM_B, URL_A, URL_B, record, store
 
 pytestmark = pytest.mark.django_db
@@ -26,8 +26,8 @@ def test_one_row_per_stream_with_its_numbers(
         *(record(date=now - timedelta(minutes=m), stream_id=STREAM_B, tag="beta", url=URL_B,
                  error="Request failed with status code 500", retries=4) for m in range(5, 15)),
     )
-    # session, user, sync banner, rollups per stream, last delivery per stream, attempts for health
-    with django_assert_num_queries(6):
+    # session, user, the viewer role (user and group permissions), sync banner, rollups per stream, last delivery per stream, attempts for health
+    with django_assert_num_queries(8):
         response = logged_in_client.get("/streams/")
     assert response.status_code == 200
     entries = {e["stats"].key: e for e in response.context["entries"]}

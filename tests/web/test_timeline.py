@@ -23,8 +23,8 @@ def test_buckets_adapt_to_the_range(
     query: str, step_minutes: int, rollups: bool,
 ) -> None:
     store(plain_source, record(date=timezone.now() - timedelta(minutes=5)))
-    # session, user, sync banner, the buckets, the filter menus
-    with django_assert_num_queries(5):
+    # session, user, the viewer role (user and group permissions), sync banner, the buckets, the filter menus
+    with django_assert_num_queries(7):
         response = logged_in_client.get(f"/timeline/?{query}")
     timeline = response.context["timeline"]
     assert timeline.step == timedelta(minutes=step_minutes)

@@ -10,16 +10,16 @@ from typing import Any
 from urllib.parse import urlencode
 
 import orjson
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import MAX_RETRIES, Delivery, ErrorGroup, HourlyRollup
+from dashboard.deliveries.provider_rule import ATTEMPT_OFFSETS
 from dashboard.web import drilldown
 from dashboard.web.forms import MENU_WINDOW, DeliveryFilterForm, encode_cursor
-from dashboard.web.provider_rule import ATTEMPT_OFFSETS
 from dashboard.web.views.common import bad_filters, render_live
 
 PAGE_SIZE = 50
@@ -30,7 +30,7 @@ EXPORT_COLUMNS = (
 )
 
 
-@login_required
+@viewer_required
 def delivery_list(request: HttpRequest) -> HttpResponse:
     form = DeliveryFilterForm(request.GET)
     if not form.is_valid():
@@ -101,7 +101,7 @@ def _export_rows(form: DeliveryFilterForm) -> Iterator[str]:
         yield writer.writerow([_csv_safe(v) if v is not None else "" for v in values])
 
 
-@login_required
+@viewer_required
 def delivery_export(request: HttpRequest) -> HttpResponse:
     """Exactly the list's filtered set, every page of it, as CSV streamed in chunks."""
     form = DeliveryFilterForm(request.GET)
@@ -121,7 +121,7 @@ def _get_delivery(pk: uuid.UUID) -> Delivery:
     return delivery
 
 
-@login_required
+@viewer_required
 def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     delivery = _get_delivery(pk)
     full = request.GET.get("full") == "1"
@@ -176,7 +176,7 @@ def _block_time(block: dict[str, Any] | None) -> Any:
         return None
 
 
-@login_required
+@viewer_required
 def delivery_payload(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     """The stored payload as JSON, whole: what "see everything" and "copy" read."""
     delivery = _get_delivery(pk)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import ErrorGroup, HourlyRollup
 from dashboard.web.charts import EPOCH, choose_step, floor_to, sparkline
 from dashboard.web.forms import ErrorGroupsForm
@@ -17,7 +17,7 @@ from dashboard.web.views.common import bad_filters
 SPARK_BARS = 48
 
 
-@login_required
+@viewer_required
 def error_groups(request: HttpRequest) -> HttpResponse:
     form = ErrorGroupsForm(request.GET)
     if not form.is_valid():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from dashboard.accounts.access import viewer_required
 from dashboard.deliveries import sync
 from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Source
 from dashboard.web import timeline
@@ -18,7 +18,7 @@ from dashboard.web.views.common import bad_filters, render_live
 WORST = 5
 
 
-@login_required
+@viewer_required
 def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     form = RangeForm(request.GET, now=now)

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import MAX_RETRIES, Delivery, HourlyRollup
+from dashboard.deliveries.provider_rule import ATTEMPT_OFFSETS
 from dashboard.web.forms import RetryStatsForm
-from dashboard.web.provider_rule import ATTEMPT_OFFSETS
 from dashboard.web.retry_stats import retry_rows
 from dashboard.web.views.common import bad_filters
 
 STILL_FAILING_ROWS = 100
 
 
-@login_required
+@viewer_required
 def retry_statistics(request: HttpRequest) -> HttpResponse:
     form = RetryStatsForm(request.GET)
     if not form.is_valid():

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import MAX_RETRIES, Delivery
 from dashboard.deliveries.search import HELP
 from dashboard.web.forms import SearchForm
@@ -14,7 +14,7 @@ from dashboard.web.views.common import bad_filters
 RESULTS = 100
 
 
-@login_required
+@viewer_required
 def search(request: HttpRequest) -> HttpResponse:
     form = SearchForm(request.GET)
     if not form.is_valid():

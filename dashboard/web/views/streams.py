@@ -5,17 +5,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from dashboard.accounts.access import viewer_required
+from dashboard.deliveries import provider_rule
 from dashboard.deliveries.models import Delivery, HourlyRollup
-from dashboard.web import provider_rule
 from dashboard.web.stats import group_rows
 
 
-@login_required
+@viewer_required
 def stream_list(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     day_ago = (now - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)

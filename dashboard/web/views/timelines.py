@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import HourlyRollup
 from dashboard.web import timeline
 from dashboard.web.forms import MENU_WINDOW, SliceForm
 from dashboard.web.views.common import bad_filters
 
 
-@login_required
+@viewer_required
 def timeline_page(request: HttpRequest) -> HttpResponse:
     form = SliceForm(request.GET)
     if not form.is_valid():
