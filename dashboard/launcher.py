@@ -196,7 +196,7 @@ def demo(args: argparse.Namespace) -> int:
             "web",
             [
                 PYTHON, "-m", "gunicorn", "dashboard.wsgi", "--bind", f"127.0.0.1:{web_port}",
-                "--workers", "2", "--threads", "4", "--access-logfile", "-", "--log-level", "warning",
+                "--workers", "2", "--threads", "4", "--log-level", "warning",
             ],
         )
         start(
@@ -206,7 +206,7 @@ def demo(args: argparse.Namespace) -> int:
         start(
             "beat",
             [
-                PYTHON, "-m", "celery", "-A", "dashboard", "beat", "--loglevel", "INFO",
+                PYTHON, "-m", "celery", "-A", "dashboard", "beat", "--loglevel", "WARNING",
                 "--schedule", str(LOCAL / "celerybeat-schedule"),
             ],
         )
