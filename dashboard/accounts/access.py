@@ -11,11 +11,12 @@ from typing import Any, TypeVar
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 from dashboard.accounts.roles import MANAGE_DASHBOARD, VIEW_DASHBOARD
 
-View = TypeVar("View", bound=Callable[..., HttpResponse])
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 
 
 def can_view_dashboard(user: Any) -> bool:
@@ -32,7 +33,7 @@ def is_staff_member(user: Any) -> bool:
 def _require(check: Callable[[Any], bool]) -> Callable[[View], View]:
     def decorator(view: View) -> View:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not check(request.user):
                 raise PermissionDenied
             return view(request, *args, **kwargs)

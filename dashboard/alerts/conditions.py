@@ -203,8 +203,8 @@ def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
         health = healths.get(url)
         if health is None or health.rate >= rule.threshold_percent:
             continue
-        newest = scoped(rule).filter(webhook_url=url).order_by("-date").values("stream_id", "tag").first() or {}
-        stream_id, tag = newest.get("stream_id", ""), newest.get("tag", "")
+        newest = scoped(rule).filter(webhook_url=url).order_by("-date").values_list("stream_id", "tag").first()
+        stream_id, tag = newest if newest is not None else ("", "")
         found.append(
             Observation(
                 target_kind=TargetKind.WEBHOOK_URL,

@@ -340,16 +340,18 @@ def preview(name: str, now: datetime | None = None) -> RenderedMail:
         name="Failed deliveries", condition=Condition.ANY_FAILURE, window_minutes=15, grace_minutes=10
     )
     stream_id = "9f6c1c4e-1f0c-4d6a-9a43-5f1b0c7d2e11"
+    webhook_url = "https://hooks.example.com/moralis"
+    error_message = "connect ECONNREFUSED 203.0.113.7:443"
     failure = {
         "id": "3b0c2f7e-8a51-4d1e-b3a7-0d6c1e9f2a44",
         "date": (now - timedelta(minutes=14)).isoformat(),
         "stream_id": stream_id,
         "tag": "orders",
-        "webhook_url": "https://hooks.example.com/moralis",
+        "webhook_url": webhook_url,
         "status": "retrying",
         "retries": 2,
         "block_number": 19_000_123,
-        "error_message": "connect ECONNREFUSED 203.0.113.7:443",
+        "error_message": error_message,
     }
     incident = Incident(
         pk=0,
@@ -358,7 +360,7 @@ def preview(name: str, now: datetime | None = None) -> RenderedMail:
         target_key=stream_id,
         label="orders",
         stream_id=stream_id,
-        webhook_url=failure["webhook_url"],
+        webhook_url=webhook_url,
         summary="stream orders: 42 failed deliveries to hooks.example.com — connect ECONNREFUSED",
         details={
             "failures": 42,
@@ -369,7 +371,7 @@ def preview(name: str, now: datetime | None = None) -> RenderedMail:
                 {
                     "id": 1,
                     "template": "connect ECONNREFUSED <ip>",
-                    "example": failure["error_message"],
+                    "example": error_message,
                     "count": 40,
                 },
                 {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connection, models
 from django.db.models import Count, F, Q, Sum, Value
@@ -135,7 +135,7 @@ class DeliveryQuerySet(_SliceMixin, models.QuerySet["Delivery"]):
 
     def bucketed(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
         """Delivered and failed counts per fixed-width bucket starting at `start`."""
-        return list(
+        rows = (
             self.annotate(bucket=DateBin(step, F("date"), start))
             .values("bucket")
             .annotate(
@@ -144,6 +144,7 @@ class DeliveryQuerySet(_SliceMixin, models.QuerySet["Delivery"]):
             )
             .order_by("bucket")
         )
+        return cast("list[dict[str, Any]]", list(rows))
 
     def last_delivery_dates(self, stream_ids: Iterable[str]) -> dict[str, datetime]:
         """Newest delivery date per stream, one index probe per stream (a GROUP BY would read every row)."""
@@ -175,7 +176,7 @@ class HourlyRollupQuerySet(_SliceMixin, models.QuerySet["HourlyRollup"]):
         return qs
 
     def bucketed(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
-        return list(
+        rows = (
             self.annotate(bucket=DateBin(step, F("hour"), start))
             .values("bucket")
             .annotate(
@@ -184,6 +185,7 @@ class HourlyRollupQuerySet(_SliceMixin, models.QuerySet["HourlyRollup"]):
             )
             .order_by("bucket")
         )
+        return cast("list[dict[str, Any]]", list(rows))
 
     def counts(self) -> dict[str, int]:
         return self.aggregate(
@@ -243,10 +245,11 @@ class HourlyRollupQuerySet(_SliceMixin, models.QuerySet["HourlyRollup"]):
         }
 
     def by_group_and_bucket(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
-        return list(
+        rows = (
             self.exclude(error_group=None)
             .annotate(bucket=DateBin(step, F("hour"), start))
             .values("error_group_id", "bucket")
             .annotate(n=Sum("deliveries"))
             .order_by("error_group_id", "bucket")
         )
+        return cast("list[dict[str, Any]]", list(rows))

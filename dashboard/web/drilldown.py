@@ -8,6 +8,7 @@ stop at a row limit and the tree at a node budget, each with a way to see everyt
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -162,7 +163,8 @@ def abi_entries(payload: dict[str, Any]) -> list[AbiEntry]:
     for item in abi if isinstance(abi, list) else []:
         if not isinstance(item, dict):
             continue
-        inputs = item.get("inputs") if isinstance(item.get("inputs"), list) else []
+        raw_inputs = item.get("inputs")
+        inputs: list[Any] = raw_inputs if isinstance(raw_inputs, list) else []
         params = ", ".join(
             visible(
                 f"{i.get('type', '?')}{' indexed' if i.get('indexed') else ''} {i.get('name') or ''}".strip()
@@ -201,7 +203,7 @@ class _TreeWriter:
                 return
             is_open = " open" if depth < 2 else ""
             self.parts.append(f'<details class="jt"{is_open}><summary>{label}<span class="jn">{summary}</span></summary>')
-            items = value.items() if is_dict else enumerate(value)
+            items: Iterable[tuple[Any, Any]] = value.items() if isinstance(value, dict) else enumerate(value)
             for k, v in items:
                 if self.budget <= 0:
                     self.cut = True

@@ -229,7 +229,7 @@ class ErrorGroupsForm(RangeForm):
 
 def form_errors(form: forms.Form) -> list[str]:
     """Every error of a bound form as "Field: message" lines for the 400 page."""
-    lines = []
+    lines: list[str] = []
     for name, errors in form.errors.items():
         label = "" if name == "__all__" else f"{form.fields[name].label or name.capitalize()}: "
         lines.extend(f"{label}{error}" for error in errors)

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 import orjson
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -102,7 +103,7 @@ def _export_rows(form: DeliveryFilterForm) -> Iterator[str]:
 
 
 @viewer_required
-def delivery_export(request: HttpRequest) -> HttpResponse:
+def delivery_export(request: HttpRequest) -> HttpResponseBase:
     """Exactly the list's filtered set, every page of it, as CSV streamed in chunks."""
     form = DeliveryFilterForm(request.GET)
     if not form.is_valid():

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TypedDict
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import ErrorGroup, HourlyRollup
-from dashboard.web.charts import EPOCH, choose_step, floor_to, sparkline
+from dashboard.web.charts import EPOCH, Sparkline, choose_step, floor_to, sparkline
 from dashboard.web.forms import ErrorGroupsForm
-from dashboard.web.stats import group_rows
+from dashboard.web.stats import SliceStats, group_rows
 from dashboard.web.views.common import bad_filters
 
 SPARK_BARS = 48
+
+
+class ErrorGroupEntry(TypedDict):
+    group: ErrorGroup
+    stats: SliceStats
+    spark: Sparkline
 
 
 @viewer_required
@@ -49,7 +56,7 @@ def error_groups(request: HttpRequest) -> HttpResponse:
         series[row["error_group_id"]][row["bucket"]] = row["n"]
 
     groups = ErrorGroup.objects.in_bulk(list(stats))
-    entries = []
+    entries: list[ErrorGroupEntry] = []
     for key, s in stats.items():
         group = groups.get(key)
         if group is None:

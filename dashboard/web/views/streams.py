@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import TypedDict
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -12,7 +13,14 @@ from django.utils import timezone
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries import provider_rule
 from dashboard.deliveries.models import Delivery, HourlyRollup
-from dashboard.web.stats import group_rows
+from dashboard.web.stats import SliceStats, group_rows
+
+
+class StreamEntry(TypedDict):
+    stats: SliceStats
+    last_delivery: datetime | None
+    urls: list[tuple[str, provider_rule.UrlHealth | None]]
+    health: provider_rule.UrlHealth | None
 
 
 @viewer_required
@@ -29,7 +37,7 @@ def stream_list(request: HttpRequest) -> HttpResponse:
     since = (now - provider_rule.WINDOW).replace(minute=0, second=0, microsecond=0)
     health = provider_rule.replay(HourlyRollup.objects.between(since, None).attempts_by_url(), now)
 
-    entries = []
+    entries: list[StreamEntry] = []
     for stats in streams.values():
         url_health = [health[url] for url in sorted(stats.urls) if url in health]
         entries.append(
