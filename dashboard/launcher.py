@@ -245,7 +245,8 @@ def test(args: argparse.Namespace, pytest_args: list[str]) -> int:
     with contextlib.ExitStack() as stack:
         env = dict(os.environ)
         env["DATABASE_URL"] = database_url(stack, DEMO_DATABASE)
-        env["REDIS_URL"] = redis_url(stack, 1)
+        # Redis database 1 unless TEST_REDIS_DB picks another, so that two suites can run side by side.
+        env["REDIS_URL"] = redis_url(stack, int(os.environ.get("TEST_REDIS_DB", "1")))
         env.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
         env.setdefault("MORALIS_API_KEY", "")
         if not shutil.which("chromium") and not Path("/usr/bin/chromium").exists():

@@ -32,6 +32,7 @@ from dashboard.deliveries.ingest import StoreResult, parse_date, store_records
 from dashboard.deliveries.models import HistoryWalk, Source, WalkKind
 from dashboard.deliveries.sources import streams_client
 from dashboard.upstream.client import UpstreamClient
+from dashboard.upstream.errors import BadResponse
 from dashboard.upstream.history import HistoryPage, fetch_history_page
 
 log = logging.getLogger(__name__)
@@ -91,15 +92,20 @@ def walk_history(
         state.finished_at = None
         state.save()
     outcome = WalkOutcome(walk=state, resumed=resumed)
+    followed: set[str] = set()
     while True:
         if deadline is not None and time.monotonic() > deadline:
             return outcome
         if max_pages is not None and outcome.pages >= max_pages:
             return outcome
+        followed.add(state.cursor)
         page = fetch_history_page(client, limit=settings.HISTORY_PAGE_SIZE, cursor=state.cursor or None)
         dates = [d for d in (parse_date(r.get("date")) for r in page.records) if d is not None]
         reached_stop = state.stop_before is not None and any(d < state.stop_before for d in dates)
-        done = page.cursor is None or reached_stop
+        # An upstream that hands out a cursor already followed would keep this walk going in circles: the
+        # page is stored, the walk ends unfinished (nothing is marked synced) and the next run starts afresh.
+        circular = page.cursor is not None and page.cursor in followed and not reached_stop
+        done = page.cursor is None or reached_stop or circular
         with transaction.atomic():
             stored = store_records(source, page.records)
             stored.rejected.extend(f"not a record: {item!r}"[:200] for item in page.malformed)
@@ -117,6 +123,11 @@ def walk_history(
         outcome.stored.add(stored)
         if on_page is not None:
             on_page(state, page, stored)
+        if circular:
+            raise BadResponse(
+                f"the upstream returned a history cursor it had already given (after {state.pages} pages); "
+                "the walk stops and starts again from the newest page"
+            )
         if done:
             outcome.complete = True
             return outcome

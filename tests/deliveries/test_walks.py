@@ -3,13 +3,19 @@ and following records the upstream changes after they were first seen."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core.management import call_command
@@ -18,6 +24,7 @@ from dashboard.deliveries import ingest
 from dashboard.deliveries.locks import _redis, source_lock_name
 from dashboard.deliveries.models import Delivery, HistoryWalk, Source
 from dashboard.deliveries.poll import poll, poll_head, revisit_retry_window
+from dashboard.upstream.errors import BadResponse
 from tests.deliveries.support import (
     assert_derived_exact,
     assert_matches_upstream,
@@ -190,3 +197,59 @@ def test_backfill_shows_records_rate_and_eta(sim: Any, sim_source: Source, capsy
     err = capsys.readouterr().err
     total = len(truth(sim))
     assert f"{total}/{total}" in err and "records/s" in err
+
+
+class _CircularHistory(BaseHTTPRequestHandler):
+    """An upstream whose second page hands back the cursor of the first: followed naively, a walk never ends."""
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
+        cursor = parse_qs(urlsplit(self.path).query).get("cursor", [""])[0]
+        page = 1 if cursor == "page-2" else 0
+        now = datetime.now(UTC)
+        records = [
+            {
+                "id": str(uuid.UUID(int=page * 10 + i + 1)),
+                "date": (now - timedelta(minutes=page * 10 + i)).isoformat().replace("+00:00", "Z"),
+                "errorMessage": "",
+                "webhookUrl": "https://hooks.example.com/circular",
+                "streamId": "00000000-0000-4000-8000-00000000c1c1",
+                "tag": "circular",
+                "tinyPayload": {"chainId": "0x1", "confirmed": True, "block": "1", "records": 0, "retries": 0},
+                "payload": {},
+            }
+            for i in range(2)
+        ]
+        body = json.dumps({"result": records, "cursor": "page-2", "total": 4}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
+        pass
+
+
+@pytest.mark.django_db
+def test_a_cursor_that_comes_back_ends_the_walk_with_an_error_not_a_loop() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CircularHistory)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        source = Source.objects.create(
+            name="circular", api_key="k", streams_base_url=base, evm_base_url=base,
+            aptos_mainnet_base_url=base, aptos_testnet_base_url=base,
+        )
+        with pytest.raises(BadResponse, match="cursor it had already given"):
+            poll_head(source, budget_seconds=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    # Both pages were stored once; the walk is closed, nothing is claimed as synced, and the error shows.
+    assert Delivery.objects.filter(source=source).count() == 4
+    source.refresh_from_db()
+    assert source.synced_through is None
+    assert "cursor it had already given" in source.last_error_message
+    walk = HistoryWalk.objects.get(source=source)
+    assert walk.finished_at is not None and walk.pages == 2
