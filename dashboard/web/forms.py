@@ -35,6 +35,16 @@ DATETIME_FORMATS = [
 _CURSOR = re.compile(r"^(\d{1,19})_([0-9a-f]{32})$")
 
 
+def search_term(text: str) -> SearchTerm | None:
+    """The search box's text as a term of indexed keys; None when blank, a form error when unreadable."""
+    if not text.strip():
+        return None
+    try:
+        return parse_search(text)
+    except SearchError as exc:
+        raise forms.ValidationError(str(exc)) from exc
+
+
 @dataclass(frozen=True)
 class Window:
     start: datetime | None
@@ -152,13 +162,7 @@ class DeliveryFilterForm(SliceForm):
     before = forms.CharField(required=False, max_length=60)
 
     def clean_q(self) -> SearchTerm | None:
-        text = self.cleaned_data.get("q") or ""
-        if not text.strip():
-            return None
-        try:
-            return parse_search(text)
-        except SearchError as exc:
-            raise forms.ValidationError(str(exc)) from exc
+        return search_term(self.cleaned_data.get("q") or "")
 
     def clean_chain(self) -> str:
         return (self.cleaned_data.get("chain") or "").lower()
@@ -201,13 +205,7 @@ class SearchForm(forms.Form):
     q = forms.CharField(required=False, max_length=200)
 
     def clean_q(self) -> SearchTerm | None:
-        text = self.cleaned_data.get("q") or ""
-        if not text.strip():
-            return None
-        try:
-            return parse_search(text)
-        except SearchError as exc:
-            raise forms.ValidationError(str(exc)) from exc
+        return search_term(self.cleaned_data.get("q") or "")
 
 
 DIMENSION_CHOICES = [("stream", "Stream"), ("tag", "Tag")]
