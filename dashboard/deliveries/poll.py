@@ -76,10 +76,11 @@ def walk_history(
 ) -> WalkOutcome:
     """Walk (or resume walking) the history; returns once complete, past `deadline` or after `max_pages`."""
     now = timezone.now()
-    state = HistoryWalk.objects.filter(source=source, kind=kind).first()
-    resumed = state is not None and not state.finished and not restart
-    if state is None:
-        state = HistoryWalk(source=source, kind=kind, started_at=now, updated_at=now)
+    # get_or_create: two walkers of one source that bypass the poll lock must not collide on the row.
+    state, created = HistoryWalk.objects.get_or_create(
+        source=source, kind=kind, defaults={"started_at": now, "updated_at": now}
+    )
+    resumed = not created and not state.finished and not restart
     if not resumed:
         state.cursor = ""
         state.top_date = None

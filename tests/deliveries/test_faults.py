@@ -160,10 +160,14 @@ def test_a_persistent_fault_writes_nothing_and_the_next_run_completes(
     assert sim_source.consecutive_failures == 0 and sim_source.last_error_kind == ""
 
 
-def _in_thread(target: Any, *args: Any) -> threading.Thread:
+def _in_thread(target: Any, *args: Any, errors: list[BaseException] | None = None) -> threading.Thread:
     def run() -> None:
         try:
             target(*args)
+        except BaseException as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
         finally:
             connections.close_all()
 
@@ -178,11 +182,14 @@ def test_two_workers_polling_at_once_store_each_record_once(make_simulator: Any)
     sim.world.faults.latency_ms = 20
     source = make_source(sim)
 
-    threads = [_in_thread(poll_source.apply, [source.pk]) for _ in range(2)]
+    errors: list[BaseException] = []
+    threads = [_in_thread(poll_source.apply, [source.pk], errors=errors) for _ in range(2)]
     # And two polls that bypass the lock altogether (e.g. a poll and a backfill of the same upstream).
-    threads += [_in_thread(poll_head, Source.objects.get(pk=source.pk)) for _ in range(2)]
+    threads += [_in_thread(poll_head, Source.objects.get(pk=source.pk), errors=errors) for _ in range(2)]
     for thread in threads:
         thread.join(60)
+
+    assert errors == []
 
     assert Delivery.objects.count() == len(truth(sim))
     assert_matches_upstream(sim)
