@@ -45,6 +45,11 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
         default=20.0,
         help="simulated seconds a newly requested contract stays SYNCING",
     )
+    p.add_argument(
+        "--public-url",
+        default=None,
+        help="base URL browsers reach the simulator on, for thumbnail URLs (default: the request's Host)",
+    )
     p.add_argument("--rate-429", type=float, default=0.0)
     p.add_argument("--retry-after", type=float, default=1.0)
     p.add_argument("--rate-5xx", type=float, default=0.0)
@@ -64,6 +69,7 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
         history_window_days=a.history_days,
         streams=a.streams,
         owners_sync_delay=a.owners_sync_delay,
+        public_url=a.public_url,
         faults=FaultConfig(
             rate_429=a.rate_429,
             retry_after=a.retry_after,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from dashboard.simulator import catalog, responses
+from dashboard.simulator import catalog, media, responses
 from dashboard.simulator.cursors import InvalidCursor
 from dashboard.simulator.owners import render_owner
 from dashboard.simulator.responses import Response, error, ok
@@ -35,6 +35,8 @@ class Request:
     path: str
     query: dict[str, list[str]]
     headers: Mapping[str, str]
+    # The address the server listens on, for when the request has no usable Host header.
+    server_url: str = ""
 
     def one(self, name: str) -> str | None:
         """A single-valued parameter; a repeated one is a client error, as Express parsers make it a list."""
@@ -76,10 +78,29 @@ def check_key(world: World, request: Request) -> Response | None:
     return None
 
 
+def is_media(path: str) -> bool:
+    return path.startswith(media.PREFIX)
+
+
+HOST_HEADER = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
+
+
+def public_base_url(world: World, request: Request) -> str:
+    """Where clients reach this simulator: the configured public URL, else the URL the request came in on."""
+    if world.config.public_url:
+        return world.config.public_url.rstrip("/")
+    host = request.headers.get("host", "")
+    if HOST_HEADER.match(host):
+        return f"http://{host}"
+    return request.server_url
+
+
 def handle(world: World, request: Request) -> Response:
     nest = is_nest(request.path)
     if request.method not in ("GET", "HEAD"):
         return error(405, f"Cannot {request.method} {request.path}"[:200], nest=nest)
+    if is_media(request.path):
+        return media_file(world, request)
     route = None
     if request.path.rstrip("/") == "/history":
         route = "history"
@@ -100,6 +121,15 @@ def handle(world: World, request: Request) -> Response:
         return creators(world, request)
     except BadParams as exc:
         return error(400, exc.messages if nest else exc.messages[0], nest=nest)
+
+
+def media_file(world: World, request: Request) -> Response:
+    """A thumbnail from the media CDN: no key; 404 for a size, format or token it does not have."""
+    found = media.PATH.match(request.path)
+    token_id = world.owners.media_token_id(found.group(1)) if found else None
+    if found is None or token_id is None:
+        return error(404, f"Cannot GET {request.path}"[:200], nest=False)
+    return media.answer(found.group(1), found.group(2), token_id)
 
 
 def parse_int(name: str, raw: str | None, *, low: int, high: int, default: int | None = None) -> int:
@@ -173,7 +203,8 @@ def owners(world: World, request: Request) -> Response:
     limit = parse_int("limit", request.one("limit"), low=1, high=100, default=100)
     disable_total = parse_bool("disable_total", request.one("disable_total"), default=True)
     normalize = parse_bool("normalizeMetadata", request.one("normalizeMetadata"), default=False)
-    media = parse_bool("media_items", request.one("media_items"), default=False)
+    with_media = parse_bool("media_items", request.one("media_items"), default=False)
+    media_base_url = public_base_url(world, request)
     address = address.lower()
     offset, page = 0, 1
     raw_cursor = request.one("cursor")
@@ -212,7 +243,14 @@ def owners(world: World, request: Request) -> Response:
             "page_size": limit,
             "cursor": cursor,
             "result": [
-                render_owner(contract, t, hex_ids=fmt == "hex", normalize=normalize, media=media)
+                render_owner(
+                    contract,
+                    t,
+                    hex_ids=fmt == "hex",
+                    normalize=normalize,
+                    media=with_media,
+                    media_base_url=media_base_url,
+                )
                 for t in chunk
             ],
         }

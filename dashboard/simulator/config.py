@@ -42,4 +42,7 @@ class SimulatorConfig:
     streams: int = 6
     # How long a newly requested NFT contract stays SYNCING, in simulated seconds.
     owners_sync_delay: float = 20.0
+    # Base URL that browsers reach the simulator on, for the media (thumbnail) URLs in owners answers;
+    # None means the URL each request came in on (its Host header).
+    public_url: str | None = None
     faults: FaultConfig = field(default_factory=FaultConfig)

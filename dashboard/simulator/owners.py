@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dashboard.simulator import catalog, entropy
+from dashboard.simulator.media import collection as media_collection
 
 IMAGE_HOSTS = ("ipfs://", "https://ipfs.io/ipfs/", "https://arweave.net/")
 TRAITS = {
@@ -39,6 +40,11 @@ class OwnerToken:
     last_metadata_sync: str | None
     possible_spam: bool
     media_status: str
+
+    @property
+    def media_ready(self) -> bool:
+        """Whether the media CDN has thumbnails of this token."""
+        return self.media_status == "success" and (self.metadata or {}).get("image") is not None
 
 
 @dataclass(frozen=True)
@@ -66,15 +72,29 @@ class OwnersWorld:
         self._lock = threading.Lock()
         self._contracts: dict[tuple[str, str], Contract] = {}
         self._indexing_started: dict[tuple[str, str], float] = {}
+        # token hash -> token id, for every token the media CDN has thumbnails of.
+        self._media: dict[str, int] = {}
 
     def contract(self, chain: catalog.Chain, address: str) -> Contract:
         key = (chain.hex_id, address.lower())
         found = self._contracts.get(key)
         if found is None:
-            found = self._generate(chain, address.lower())
+            generated = self._generate(chain, address.lower())
             with self._lock:
-                found = self._contracts.setdefault(key, found)
+                found = self._contracts.setdefault(key, generated)
+                if found is generated:
+                    for token in generated.tokens:
+                        if token.media_ready:
+                            self._media.setdefault(token.token_hash, token.token_id)
         return found
+
+    def media_token_id(self, token_hash: str) -> int | None:
+        """The id of the token whose thumbnails the CDN serves under `token_hash`, if any.
+
+        The CDN knows the tokens of contracts requested so far, as the provider's knows indexed ones.
+        """
+        with self._lock:
+            return self._media.get(token_hash)
 
     def sync_state(self, contract: Contract, now: float) -> tuple[str, float]:
         """("SYNCING" or "SYNCED", share of owners indexed so far); the first call starts indexing."""
@@ -169,8 +189,15 @@ class OwnersWorld:
 
 
 def render_owner(
-    contract: Contract, token: OwnerToken, *, hex_ids: bool, normalize: bool, media: bool
+    contract: Contract,
+    token: OwnerToken,
+    *,
+    hex_ids: bool,
+    normalize: bool,
+    media: bool,
+    media_base_url: str,
 ) -> dict[str, Any]:
+    """One owner record; `media_base_url` is where the media CDN (this simulator) is reached."""
     record: dict[str, Any] = {
         "token_address": contract.address,
         "token_id": hex(token.token_id) if hex_ids else str(token.token_id),
@@ -192,7 +219,7 @@ def render_owner(
         "normalized_metadata": _normalized(token.metadata) if normalize else None,
     }
     if media:
-        record["media"] = _media(token)
+        record["media"] = _media(token, media_base_url)
     return record
 
 
@@ -218,20 +245,12 @@ def _normalized(metadata: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _media(token: OwnerToken) -> dict[str, Any]:
+def _media(token: OwnerToken, base_url: str) -> dict[str, Any]:
     original = (token.metadata or {}).get("image")
-    ready = token.media_status == "success" and original is not None
-    cdn = f"https://media.moralis-simulator.example/{token.token_hash}"
     return {
         "status": token.media_status if original is not None else "unsupported_media",
         "category": "image" if original is not None else None,
         "mimetype": "image/png" if original is not None else None,
         "original_media_url": original,
-        "media_collection": {
-            "low": {"width": 100, "height": 100, "url": f"{cdn}/low.png"},
-            "medium": {"width": 250, "height": 250, "url": f"{cdn}/medium.png"},
-            "high": {"width": 500, "height": 500, "url": f"{cdn}/high.png"},
-        }
-        if ready
-        else None,
+        "media_collection": media_collection(base_url, token.token_hash) if token.media_ready else None,
     }

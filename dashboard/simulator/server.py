@@ -96,6 +96,9 @@ class SimulatorHandler(BaseHTTPRequestHandler):
         )
 
     def _respond(self, world: World, path: str, raw_query: str, nest: bool) -> tuple[Response, bool]:
+        if app.is_media(path):
+            # The media CDN is not the API: no key, no faults, and the query string is ignored.
+            return app.handle(world, self._request(path, {})), False
         faults = world.faults
         if faults.latency_ms > 0:
             time.sleep(faults.latency_ms / 1000)
@@ -110,7 +113,7 @@ class SimulatorHandler(BaseHTTPRequestHandler):
             query = app.parse_query(raw_query)
         except app.BadParams as exc:
             return error(400, exc.messages if nest else exc.messages[0], nest=nest), False
-        request = app.Request(self.command, path, query, _lower_headers(self))
+        request = self._request(path, query)
         denied = app.check_key(world, request)
         if denied is None and faults.rate_429 > 0 and world.roll() < faults.rate_429:
             response = error(429, responses.RATE_LIMITED, nest=nest)
@@ -119,6 +122,9 @@ class SimulatorHandler(BaseHTTPRequestHandler):
         response = app.handle(world, request)
         truncate = response.status == 200 and faults.truncate_rate > 0 and world.roll() < faults.truncate_rate
         return response, truncate
+
+    def _request(self, path: str, query: dict[str, list[str]]) -> app.Request:
+        return app.Request(self.command, path, query, _lower_headers(self), _url(self.server))
 
     def _send(self, response: Response, *, head: bool, truncate: bool) -> None:
         body = response.body
@@ -215,6 +221,11 @@ def serve_in_thread(config: SimulatorConfig) -> RunningSimulator:
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="simulator", daemon=True
     )
     thread.start()
+    return RunningSimulator(server, thread, server.world, _url(server))
+
+
+def _url(server: SimulatorHTTPServer) -> str:
+    """The base URL of the address the server listens on."""
     host, port = server.server_address[:2]
     shown = host if isinstance(host, str) and ":" not in host else f"[{host!s}]"
-    return RunningSimulator(server, thread, server.world, f"http://{shown}:{port}")
+    return f"http://{shown}:{port}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import pytest
@@ -13,24 +12,7 @@ from tests.lookups.conftest import APTOS_CREATOR, APTOS_CREATOR_2, BAYC, fresh_c
 pytestmark = pytest.mark.browser
 
 
-def fake_media(tab: Any) -> None:
-    """The simulator's media CDN does not exist; answer its URLs with a small generated picture."""
-
-    def answer(route: Any) -> None:
-        digest = hashlib.sha256(route.request.url.encode()).hexdigest()
-        svg = (
-            '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">'
-            f'<rect width="100" height="100" fill="#{digest[:6]}"/>'
-            f'<circle cx="50" cy="42" r="22" fill="#{digest[6:12]}"/>'
-            f'<rect x="22" y="70" width="56" height="30" rx="12" fill="#{digest[12:18]}"/></svg>'
-        )
-        route.fulfill(status=200, content_type="image/svg+xml", body=svg)
-
-    tab.route("https://media.moralis-simulator.example/**", answer)
-
-
 def test_owners_lookup_with_media_metadata_and_paging(page: Any, source: Any) -> None:  # noqa: F811
-    fake_media(page)
     page.goto("/lookups/owners/")
     assert page.locator("nav.mainnav a.active").inner_text() == "Owners"
     screenshot(page, "lookups-owners-empty")
@@ -49,6 +31,8 @@ def test_owners_lookup_with_media_metadata_and_paging(page: Any, source: Any) ->
     page.wait_for_function(
         "Array.from(document.querySelectorAll('img.js-thumb')).every(i => i.complete && i.naturalWidth > 0)"
     )
+    # The thumbnails are the simulator's own pictures, loaded with no internet.
+    assert page.locator("img.js-thumb[src*='/media/']").count() > 0
     first_ids = page.locator(".token-id").all_inner_texts()
     page.locator("details.metadata:has(pre.metadata-json) summary").nth(1).click()
     assert page.locator("details.metadata[open] pre.metadata-json").first.is_visible()

@@ -71,10 +71,22 @@ def test_every_parameter_reaches_the_upstream_as_the_contract_says(
     # The select shows the chain by name although the link gave its hex id.
     assert re.search(r'<option value="polygon"[^>]*selected', html)
     assert "Unstoppable Domains" in html and "UD" in html
-    # Thumbnails from the media cache, only as https URLs.
-    assert re.search(r'<img class="thumb js-thumb" src="https://', html)
+    # Thumbnails from the media cache (or the token's own image), only as http(s) URLs.
+    assert re.search(r'<img class="thumb js-thumb" src="https?://', html)
     # The total, because the page asks for it (disable_total=false).
     assert re.search(r'<strong class="js-total">\d+</strong> tokens? in total', html)
+
+
+def test_thumbnails_come_from_the_simulators_media_cdn_and_load(
+    viewer_client: Client, source: Any, simulator: Any
+) -> None:
+    response = viewer_client.get(URL, {"address": BAYC, "media_items": "on", "limit": "20"})
+    assert response.status_code == 200
+    srcs = re.findall(r'<img class="thumb js-thumb" src="([^"]*)"', response.content.decode())
+    from_cdn = [s for s in srcs if s.startswith(f"{simulator.base_url}/media/")]
+    assert from_cdn and all(s.endswith("/low.svg") for s in from_cdn)
+    picture = httpx.get(from_cdn[0])  # what the browser does: no key
+    assert picture.status_code == 200 and picture.headers["content-type"] == "image/svg+xml"
 
 
 def test_defaults_are_sent_explicitly(
