@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test install lint typecheck clean bench
+.PHONY: demo test install lint typecheck clean bench bench-pages
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	DEBUG=1 $(VENV)/bin/python manage.py migrate -v0
 	DEBUG=1 $(VENV)/bin/python manage.py bench_ingest $(BENCH_ARGS)
+
+# Page times and CSV export memory on the deliveries already in DATABASE_URL (e.g. from generate_deliveries).
+bench-pages: $(STAMP)
+	DEBUG=1 $(VENV)/bin/python manage.py bench_pages $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
