@@ -32,7 +32,7 @@ from dashboard.deliveries.ingest import StoreResult, parse_date, store_records
 from dashboard.deliveries.models import HistoryWalk, Source, WalkKind
 from dashboard.deliveries.sources import streams_client
 from dashboard.upstream.client import UpstreamClient
-from dashboard.upstream.errors import BadResponse
+from dashboard.upstream.errors import BadRequest, BadResponse, NotFound
 from dashboard.upstream.history import HistoryPage, fetch_history_page
 
 log = logging.getLogger(__name__)
@@ -82,16 +82,7 @@ def walk_history(
     )
     resumed = not created and not state.finished and not restart
     if not resumed:
-        state.cursor = ""
-        state.top_date = None
-        state.stop_before = stop_before
-        state.pages = 0
-        state.records = 0
-        state.upstream_total = None
-        state.started_at = now
-        state.updated_at = now
-        state.finished_at = None
-        state.save()
+        _start_afresh(state, stop_before, now)
     outcome = WalkOutcome(walk=state, resumed=resumed)
     followed: set[str] = set()
     while True:
@@ -100,7 +91,21 @@ def walk_history(
         if max_pages is not None and outcome.pages >= max_pages:
             return outcome
         followed.add(state.cursor)
-        page = fetch_history_page(client, limit=settings.HISTORY_PAGE_SIZE, cursor=state.cursor or None)
+        try:
+            page = fetch_history_page(client, limit=settings.HISTORY_PAGE_SIZE, cursor=state.cursor or None)
+        except (BadRequest, NotFound) as exc:
+            if not (outcome.resumed and outcome.pages == 0 and state.cursor):
+                raise
+            # A checkpoint cursor the upstream no longer accepts (expired, or issued before a redeploy)
+            # would fail every run: start again from the newest page; the stop point stays where it was.
+            log.warning(
+                "source %s: the upstream refused the %s walk's saved cursor (%s); walking again from the newest page",
+                source.name, kind, exc.message,
+            )
+            _start_afresh(state, stop_before, timezone.now())
+            outcome.resumed = False
+            followed.clear()
+            continue
         dates = [d for d in (parse_date(r.get("date")) for r in page.records) if d is not None]
         reached_stop = state.stop_before is not None and any(d < state.stop_before for d in dates)
         # An upstream that hands out a cursor already followed would keep this walk going in circles: the
@@ -132,6 +137,19 @@ def walk_history(
         if done:
             outcome.complete = True
             return outcome
+
+
+def _start_afresh(state: HistoryWalk, stop_before: datetime | None, now: datetime) -> None:
+    state.cursor = ""
+    state.top_date = None
+    state.stop_before = stop_before
+    state.pages = 0
+    state.records = 0
+    state.upstream_total = None
+    state.started_at = now
+    state.updated_at = now
+    state.finished_at = None
+    state.save()
 
 
 def mark_synced(source: Source, walk: HistoryWalk) -> None:

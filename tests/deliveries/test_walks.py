@@ -22,8 +22,9 @@ from django.core.management import call_command
 
 from dashboard.deliveries import ingest
 from dashboard.deliveries.locks import _redis, source_lock_name
-from dashboard.deliveries.models import Delivery, HistoryWalk, Source
-from dashboard.deliveries.poll import poll, poll_head, revisit_retry_window
+from dashboard.deliveries.models import Delivery, HistoryWalk, Source, WalkKind
+from dashboard.deliveries.poll import poll, poll_head, revisit_retry_window, walk_history
+from dashboard.deliveries.sources import streams_client
 from dashboard.upstream.errors import BadResponse
 from tests.deliveries.support import (
     assert_derived_exact,
@@ -253,3 +254,31 @@ def test_a_cursor_that_comes_back_ends_the_walk_with_an_error_not_a_loop() -> No
     assert "cursor it had already given" in source.last_error_message
     walk = HistoryWalk.objects.get(source=source)
     assert walk.finished_at is not None and walk.pages == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["head", "revisit"])
+def test_a_saved_cursor_the_upstream_no_longer_accepts_starts_the_walk_again(
+    sim: Any, sim_source: Source, kind: str
+) -> None:
+    if kind == "head":
+        poll_head(sim_source, max_pages=2)
+    else:
+        poll_head(sim_source)
+        sim.world.clock.advance(2 * 3600)
+        sim_source.refresh_from_db()
+        walk_history(sim_source, WalkKind.REVISIT, client=streams_client(sim_source),
+                     stop_before=sim_source.newest_upstream_date - timedelta(hours=20), max_pages=2)
+    walk = HistoryWalk.objects.get(source=sim_source, kind=kind)
+    assert not walk.finished and walk.cursor
+    # What a checkpoint looks like once its cursor expired or the upstream re-signed its cursors.
+    HistoryWalk.objects.filter(pk=walk.pk).update(cursor=walk.cursor[:-6] + "AAAAAA")
+    sim_source.refresh_from_db()
+
+    result = poll_head(sim_source) if kind == "head" else revisit_retry_window(sim_source)
+
+    assert result.complete
+    walk.refresh_from_db()
+    assert walk.finished
+    assert_matches_upstream(sim)
+    assert_derived_exact()
