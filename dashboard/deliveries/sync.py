@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -70,7 +71,10 @@ def record_failure(source: Source, exc: Exception) -> None:
         backoff_until = now + REJECTED_KEY_RETRY
     elif isinstance(exc, errors.RateLimited):
         kind = SyncErrorKind.RATE_LIMITED
-        wait = timedelta(seconds=exc.retry_after) if exc.retry_after is not None else RATE_LIMIT_DEFAULT_WAIT
+        wait = RATE_LIMIT_DEFAULT_WAIT
+        if exc.retry_after is not None and math.isfinite(exc.retry_after):
+            # Capped before converting: timedelta overflows on absurd values.
+            wait = timedelta(seconds=max(0.0, min(exc.retry_after, RATE_LIMIT_MAX_WAIT.total_seconds())))
         backoff_until = now + min(wait, RATE_LIMIT_MAX_WAIT)
     elif isinstance(exc, errors.Unreachable):
         kind = SyncErrorKind.UNREACHABLE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 import time
@@ -24,6 +25,9 @@ _HEADER_SAFE = re.compile(r"[\x20-\x7e]*")
 
 # Statuses the provider's own SDK retries on.
 RETRYABLE_STATUSES = frozenset({408, 413, 429, 500, 502, 503, 504})
+
+# A Retry-After beyond a week is not a plan anyone keeps; larger values are read as "not said".
+MAX_RETRY_AFTER_SECONDS = 7 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -223,7 +227,7 @@ def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         from email.utils import parsedate_to_datetime
 
@@ -231,7 +235,11 @@ def _retry_after(value: str | None) -> float | None:
             when = parsedate_to_datetime(value)
         except (TypeError, ValueError):
             return None
-        return max(0.0, when.timestamp() - time.time())
+        seconds = when.timestamp() - time.time()
+    # "inf", "nan" or absurd waits: treated as unsaid rather than overflowing every date computed from them.
+    if not math.isfinite(seconds) or seconds > MAX_RETRY_AFTER_SECONDS:
+        return None
+    return max(0.0, seconds)
 
 
 def _describe(exc: httpx.TransportError) -> str:

@@ -67,3 +67,16 @@ def test_the_environment_key_makes_the_default_source_and_a_new_key_lifts_the_re
     source.refresh_from_db()
     assert source.api_key == "env-key-2" and source.key_rejected_at is None and source.backoff_until is None
     assert Source.objects.filter(is_default=True).count() == 1
+
+
+@pytest.mark.parametrize("retry_after", [float("inf"), float("nan"), 1e20, -5.0])
+def test_an_absurd_retry_after_backs_off_within_bounds(sim: Any, sim_source: Source, retry_after: float) -> None:
+    from dashboard.deliveries.sync import RATE_LIMIT_MAX_WAIT, record_failure
+    from dashboard.upstream.errors import RateLimited
+
+    record_failure(sim_source, RateLimited("rate limited", retry_after=retry_after, status_code=429))
+
+    sim_source.refresh_from_db()
+    assert sim_source.last_error_kind == "rate_limited"
+    assert sim_source.backoff_until is not None
+    assert sim_source.backoff_until - timezone.now() <= RATE_LIMIT_MAX_WAIT

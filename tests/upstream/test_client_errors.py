@@ -102,6 +102,19 @@ def test_a_retry_after_longer_than_the_client_waits_is_raised_to_the_caller(
     assert caught.value.retry_after == 3600 and sleeps.delays == []
 
 
+@pytest.mark.parametrize("retry_after", [float("inf"), 1e20])
+def test_an_unusable_retry_after_is_read_as_not_said(
+    sim: RunningSimulator, make_client: MakeClient, sleeps: Sleeps, retry_after: float
+) -> None:
+    sim.world.faults.rate_429 = 1.0
+    sim.world.faults.retry_after = retry_after
+    with pytest.raises(errors.RateLimited) as caught:
+        fetch_history_page(make_client(sim.base_url, max_retries=2), limit=5)
+    # The client's own backoff instead, and nothing the caller would overflow a date with.
+    assert caught.value.retry_after is None
+    assert len(sleeps.delays) == 2 and all(d < 1 for d in sleeps.delays)
+
+
 def test_5xx_is_retried_with_growing_jittered_backoff(
     sim: RunningSimulator, make_client: MakeClient, sleeps: Sleeps
 ) -> None:
