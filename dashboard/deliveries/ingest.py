@@ -31,6 +31,7 @@ from psycopg.types.json import Jsonb
 
 from dashboard.deliveries import derive
 from dashboard.deliveries.models import DeliveryStatus, Source
+from dashboard.upstream.parsing import as_datetime, as_int
 
 log = logging.getLogger(__name__)
 
@@ -163,13 +164,9 @@ def record_hash(record: dict[str, Any]) -> str:
 
 
 def _int(value: Any, default: int | None = 0) -> int | None:
-    if value is None or value == "" or isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value if -(2**63) <= value < 2**63 else default
-    try:
-        number = int(str(value).strip(), 0) if isinstance(value, str) else int(value)
-    except (TypeError, ValueError, OverflowError):
+    # as_int reads 3, "3", "03", "3.0", 3.0 and "0x3" alike.
+    number = as_int(value)
+    if number is None:
         return default
     return number if -(2**63) <= number < 2**63 else default
 
@@ -187,7 +184,25 @@ def _bool(value: Any) -> bool | None:
     return None
 
 
+_DECIMAL = re.compile(r"^\s*\d{1,20}\s*$")
+
+
+def _chain_id(value: Any) -> str:
+    """Chain ids as the filters and explorer links expect them: hex ("0x89"), also when sent as 137 or "137"."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return hex(value)
+    if isinstance(value, str):
+        if _DECIMAL.match(value):
+            return hex(int(value))
+        if value[:2] in ("0X", "0x"):
+            return _text(value.strip().lower(), 32)
+    return _text(value, 32)
+
+
 def parse_date(value: Any) -> datetime | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # Unix seconds or milliseconds, as some JSON encoders send dates.
+        return as_datetime(value)
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -222,7 +237,7 @@ def parse_record(record: dict[str, Any]) -> ParsedRecord:
         stream_id=_text(record.get("streamId"), 64),
         tag=_text(record.get("tag"), 255),
         webhook_url=_text(record.get("webhookUrl"), 2048),
-        chain_id=_text(tiny.get("chainId") or (payload or {}).get("chainId"), 32),
+        chain_id=_chain_id(tiny.get("chainId") or (payload or {}).get("chainId")),
         confirmed=_bool(tiny.get("confirmed")),
         block_number=block_number,
         records=_int32(tiny.get("records")),

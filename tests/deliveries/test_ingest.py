@@ -144,3 +144,27 @@ def test_two_sources_keep_their_own_rollups() -> None:
     store_records(b, [record(3), record(4)])
     assert Stream.objects.count() == 2
     assert_derived_exact()
+
+
+def test_numbers_as_strings_nulls_and_odd_dates_are_read_as_the_upstream_meant() -> None:
+    source = make_source_row()
+    quirky = [
+        record(1, error="socket hang up", tinyPayload={"chainId": 137, "confirmed": "true", "block": 1001,
+                                                       "records": "2", "retries": "3"}),
+        record(2, tinyPayload={"chainId": "56", "confirmed": "false", "block": "1002.0", "retries": "03"}),
+        record(3, error="socket hang up", tinyPayload=None, payload={"retries": 2, "chainId": "0X89"}),
+        record(4, tag=None, errorMessage=None, webhookUrl=None, payload=None, date=int(T0.timestamp() * 1000)),
+        record(5, date="2026-03-01T10:15:00.123456789+00:00", extraField={"kept": [1]}),
+    ]
+
+    result = store_records(source, quirky)
+
+    assert (result.inserted, result.rejected) == (5, [])
+    rows = {d.id.int: d for d in Delivery.objects.all()}
+    assert (rows[1].chain_id, rows[1].confirmed, rows[1].block_number, rows[1].retries) == ("0x89", True, 1001, 3)
+    assert rows[1].status == "retrying" and rows[1].records == 2
+    assert (rows[2].chain_id, rows[2].confirmed, rows[2].block_number, rows[2].retries) == ("0x38", False, 1002, 3)
+    assert (rows[3].chain_id, rows[3].retries, rows[3].tiny_payload) == ("0x89", 2, {})
+    assert (rows[4].tag, rows[4].error_message, rows[4].status, rows[4].date) == ("", "", "delivered", T0)
+    assert rows[5].date == T0 + timedelta(microseconds=123456)
+    assert_derived_exact()
