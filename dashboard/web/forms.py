@@ -23,6 +23,9 @@ RANGES: dict[str, timedelta] = {
 }
 RANGE_CHOICES = [(key, key) for key in RANGES] + [("custom", "Custom")]
 MAX_SPAN = timedelta(days=400)
+# Charts step through a window bucket by bucket; dates near datetime's limits (year 1 or 9999) would overflow.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2999, 12, 31, 23, 59, 59, tzinfo=UTC)
 # Filter menus offer the streams, tags and URLs seen this recently (a value in the URL is kept regardless).
 MENU_WINDOW = timedelta(days=30)
 DATETIME_FORMATS = [
@@ -95,6 +98,10 @@ class RangeForm(forms.Form):
         preset = cleaned.get("range") or ("custom" if start or end else self.default_range)
         if self.errors:
             return cleaned
+        if any(d is not None and not EARLIEST <= d <= LATEST for d in (start, end)):
+            raise forms.ValidationError(
+                f"Dates must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)."
+            )
         if preset == "custom":
             if start is None and self.default_range:
                 raise forms.ValidationError("A custom range needs a start date.")
