@@ -81,3 +81,36 @@ def test_a_malformed_filter_is_a_400_with_a_message(logged_in_client: Client, pa
     assert "These filters can't be used" in body
     assert "<script>alert(1)</script>" not in body
     assert 'class="js-errors"' in body and "<li>" in body
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/deliveries/00000000-0000-4000-8000-000000000000/", "No delivery with this id is stored."),
+        ("/deliveries/not-a-uuid/", "Nothing is stored at this address."),
+        ("/nowhere/", "Nothing is stored at this address."),
+    ],
+)
+def test_an_unknown_address_is_a_404_page_of_the_dashboard(logged_in_client: Client, path: str, message: str) -> None:
+    response = logged_in_client.get(path)
+    assert response.status_code == 404
+    body = response.content.decode()
+    assert "<h1>Not found</h1>" in body and message in body
+    assert 'class="mainnav"' in body
+
+
+def test_a_login_without_the_role_is_told_what_to_ask_for(client: Client) -> None:
+    from tests.conftest import make_user
+
+    client.force_login(make_user("nobody", role=None))
+    body = client.get("/deliveries/").content.decode()
+    assert "<h1>No access</h1>" in body and "Viewers role" in body
+
+
+def test_the_server_error_page_renders_without_a_request() -> None:
+    from django.test import RequestFactory
+    from django.views.defaults import server_error
+
+    response = server_error(RequestFactory().get("/"))
+    assert response.status_code == 500
+    assert "Something went wrong" in response.content.decode()
