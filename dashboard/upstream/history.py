@@ -36,7 +36,9 @@ def fetch_history_page(
         {"limit": limit, "cursor": cursor or None, "excludePayload": exclude_payload or None},
         expect_object=True,
     )
-    items = result_items(data.get("result"))
+    # A 200 without the key (an error text, `{}` from a proxy) is no page: read as an empty one, it would end a
+    # walk early and mark unread history as synced. `"result": null` is an empty page.
+    items = result_items(data.get("result")) if "result" in data else None
     if items is None:
         raise errors.BadResponse(f"{client.base_url}/history answered without a result list")
     records: list[dict[str, Any]] = []

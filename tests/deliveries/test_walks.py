@@ -282,3 +282,64 @@ def test_a_saved_cursor_the_upstream_no_longer_accepts_starts_the_walk_again(
     assert walk.finished
     assert_matches_upstream(sim)
     assert_derived_exact()
+
+
+class _GlitchingHistory(BaseHTTPRequestHandler):
+    """Two pages of history; the second answers 200 with a body that is no page while `glitch` is set."""
+
+    glitch = True
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
+        cursor = parse_qs(urlsplit(self.path).query).get("cursor", [""])[0]
+        page = 1 if cursor == "page-2" else 0
+        base = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+        records = [
+            {
+                "id": str(uuid.UUID(int=page * 10 + i + 1)),
+                "date": (base - timedelta(minutes=page * 10 + i)).isoformat(),
+                "errorMessage": "", "webhookUrl": "https://hooks.example.com/g", "streamId": "g", "tag": "g",
+                "tinyPayload": {"chainId": "0x1", "confirmed": True, "block": "1", "records": 0, "retries": 0},
+            }
+            for i in range(2)
+        ]
+        body: dict[str, Any] = {"result": records, "total": 4}
+        if page == 0:
+            body["cursor"] = "page-2"
+        elif type(self).glitch:
+            body = {"message": "Internal server error"}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
+        pass
+
+
+@pytest.mark.django_db
+def test_a_200_that_is_no_page_does_not_end_the_walk_or_mark_history_synced(settings: Any) -> None:
+    settings.UPSTREAM_MAX_RETRIES = 1
+    _GlitchingHistory.glitch = True
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _GlitchingHistory)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        source = Source.objects.create(
+            name="glitch", api_key="k", streams_base_url=base, evm_base_url=base,
+            aptos_mainnet_base_url=base, aptos_testnet_base_url=base,
+        )
+        with pytest.raises(BadResponse):
+            poll_head(source)
+        source.refresh_from_db()
+        assert source.synced_through is None and source.last_error_kind == "bad_response"
+        assert not HistoryWalk.objects.get(source=source).finished
+
+        _GlitchingHistory.glitch = False
+        assert poll_head(source).complete
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert Delivery.objects.filter(source=source).count() == 4
