@@ -84,16 +84,26 @@ def status_word(incident: Incident) -> str:
     return "FAILING"
 
 
+# The deliveries list's query parameters (dashboard/web/forms.py DeliveryFilterForm). "failing" is what the
+# conditions count: retrying or failed, since most deliveries of an incident are still being retried.
+FAILING = "failing"
+
+
+def _target_filter(incident: Incident) -> dict[str, str]:
+    if incident.target_kind == TargetKind.STREAM:
+        return {"stream": incident.stream_id}
+    if incident.target_kind == TargetKind.WEBHOOK_URL:
+        return {"url": incident.webhook_url}
+    return {}
+
+
 def incident_links(incident: Incident) -> dict[str, Any]:
     """Absolute links to the filtered dashboard views an incident concerns."""
-    if incident.target_kind == TargetKind.STREAM:
-        target = {"stream": incident.stream_id}
-    elif incident.target_kind == TargetKind.WEBHOOK_URL:
-        target = {"webhook_url": incident.webhook_url}
-    else:
+    target = _target_filter(incident)
+    if not target:
         return {"incident": absolute(f"/alerts/incidents/{incident.pk}/"), "alerts": absolute("/alerts/")}
     return {
-        "failed": absolute("/deliveries/", **target, status="failed"),
+        "failed": absolute("/deliveries/", **target, status=FAILING),
         "all": absolute("/deliveries/", **target),
         "incident": absolute(f"/alerts/incidents/{incident.pk}/"),
         "alerts": absolute("/alerts/"),
@@ -102,13 +112,9 @@ def incident_links(incident: Incident) -> dict[str, Any]:
 
 def _incident_context(incident: Incident) -> dict[str, Any]:
     details = dict(incident.details)
-    target = (
-        {"stream": incident.stream_id}
-        if incident.target_kind == TargetKind.STREAM
-        else {"webhook_url": incident.webhook_url}
-    )
+    target = _target_filter(incident)
     details["error_groups"] = [
-        {**g, "url": absolute("/deliveries/", **target, error_group=g["id"]) if g.get("id") else ""}
+        {**g, "url": absolute("/deliveries/", **target, status=FAILING, group=g["id"]) if g.get("id") else ""}
         for g in details.get("error_groups", [])
     ]
     for key in ("since", "last_success_at"):

@@ -51,7 +51,7 @@ def test_it_opens_an_incident_and_sends_one_mail() -> None:
     assert message.subject == f"[FAILING] {incident.summary}"
     assert message.to == ["ops@example.com", "oncall@example.com"]
     assert message.extra_headers["Message-ID"] == incident.message_id
-    assert f"http://localhost:8000/deliveries/?stream={STREAM}&status=failed" in message.body
+    assert f"http://localhost:8000/deliveries/?stream={STREAM}&status=failing" in message.body
     assert "42 × connect ECONNREFUSED <ip>" in message.body
     assert Notification.objects.get().status == NotificationStatus.SENT
 

@@ -72,11 +72,11 @@ def test_it_sends_opening_and_resolution_over_smtp_in_one_thread(sink: Sink) -> 
     assert resolution["Message-ID"] != opening["Message-ID"]
 
     text, html = parts(opening)
-    failed_link = f"https://dash.example.com/deliveries/?stream={STREAM}&status=failed"
+    failed_link = f"https://dash.example.com/deliveries/?stream={STREAM}&status=failing"
     assert failed_link in text
     assert f'href="{failed_link.replace("&", "&amp;")}"' in html
     group_id = incident.details["error_groups"][0]["id"]
-    assert f"https://dash.example.com/deliveries/?stream={STREAM}&error_group={group_id}" in text
+    assert f"https://dash.example.com/deliveries/?stream={STREAM}&status=failing&group={group_id}" in text
     assert f"https://dash.example.com/alerts/incidents/{incident.pk}/" in text
     # Untrusted upstream text: verbatim in the text part, escaped in the HTML part.
     assert HOSTILE in text
