@@ -79,3 +79,19 @@ def test_a_rejected_key_is_recorded_on_the_source(simulator: Any, source: Source
     assert source.last_error_kind == "rejected_key"
     assert "wrong-key" not in source.last_error_message
     assert Delivery.objects.count() == 0
+
+
+def test_the_command_leaves_a_source_alone_while_a_worker_polls_it(
+    simulator: Any, source: Source, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dashboard.deliveries.locks import exclusive, source_lock_name
+
+    served = simulator.world.requests_served
+    with exclusive(source_lock_name(source.pk), timeout=30) as held:
+        assert held is not None
+        call_command("poll_history", "--once")
+
+    assert simulator.world.requests_served == served
+    assert "a poll is already running" in capsys.readouterr().out
+    call_command("poll_history", "--once")
+    assert Delivery.objects.count() == len(upstream_truth(simulator))

@@ -6,6 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.deliveries.locks import exclusive, source_lock_name
 from dashboard.deliveries.poll import poll
 from dashboard.deliveries.sources import enabled_sources, ensure_default_source
 from dashboard.upstream.errors import UpstreamError
@@ -28,12 +29,17 @@ class Command(BaseCommand):
         failed = False
         while True:
             for item in sources:
-                try:
-                    result = poll(item)
-                except UpstreamError as exc:
-                    failed = True
-                    self.stderr.write(f"{item.name}: {exc.message}")
-                    continue
+                # The same lock as the worker's poll task: one walk of a source's checkpoints at a time.
+                with exclusive(source_lock_name(item.pk), timeout=settings.CELERY_TASK_TIME_LIMIT) as held:
+                    if held is None:
+                        self.stdout.write(f"{item.name}: a poll is already running; skipped")
+                        continue
+                    try:
+                        result = poll(item)
+                    except UpstreamError as exc:
+                        failed = True
+                        self.stderr.write(f"{item.name}: {exc.message}")
+                        continue
                 self.stdout.write(
                     f"{item.name}: {result.pages} pages, {result.stored.inserted} new, "
                     f"{result.stored.updated} updated, {result.stored.unchanged} unchanged, "
