@@ -10,7 +10,7 @@ import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 from dashboard.simulator import catalog, media, responses
 from dashboard.simulator.cursors import InvalidCursor
@@ -19,8 +19,8 @@ from dashboard.simulator.responses import Response, error, ok
 from dashboard.simulator.world import World
 
 MAX_QUERY_FIELDS = 200
-OWNERS_PATH = re.compile(r"^/api/v2/nft/([^/]*)/owners/?$")
-CREATORS_PATH = re.compile(r"^/aptos/(mainnet|testnet)/nfts/creators/?$")
+OWNERS_PATH = re.compile(r"^/api/v2/nft/([^/]*)/owners/?\Z")
+CREATORS_PATH = re.compile(r"^/aptos/(mainnet|testnet)/nfts/creators/?\Z")
 
 
 class BadParams(Exception):
@@ -66,12 +66,13 @@ def is_nest(path: str) -> bool:
 def check_key(world: World, request: Request) -> Response | None:
     """401 unless the configured key came in X-API-Key (or, on the Aptos host, as a bearer token)."""
     nest = is_nest(request.path)
-    key = request.headers.get("x-api-key")
-    if key is None and nest:
-        auth = request.headers.get("authorization", "")
+    # Whitespace around a header value is not part of it (RFC 9110), as Node's parser sees it.
+    key = request.headers.get("x-api-key", "").strip()
+    if not key and nest:
+        auth = request.headers.get("authorization", "").strip()
         if auth[:7].lower() == "bearer ":
             key = auth[7:].strip()
-    if key is None or key == "":
+    if not key:
         return error(401, responses.MISSING_KEY, nest=nest)
     if not hmac.compare_digest(key.encode("utf-8", "replace"), world.api_key.encode()):
         return error(401, responses.INVALID_KEY, nest=nest)
@@ -82,7 +83,7 @@ def is_media(path: str) -> bool:
     return path.startswith(media.PREFIX)
 
 
-HOST_HEADER = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
+HOST_HEADER = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?\Z")
 
 
 def public_base_url(world: World, request: Request) -> str:
@@ -95,21 +96,30 @@ def public_base_url(world: World, request: Request) -> str:
     return request.server_url
 
 
+def route_of(path: str) -> str | None:
+    if path.rstrip("/") == "/history":
+        return "history"
+    if OWNERS_PATH.match(path):
+        return "owners"
+    if CREATORS_PATH.match(path):
+        return "creators"
+    if media.PATH.match(path):
+        return "media"
+    return None
+
+
 def handle(world: World, request: Request) -> Response:
     nest = is_nest(request.path)
-    if request.method not in ("GET", "HEAD"):
-        return error(405, f"Cannot {request.method} {request.path}"[:200], nest=nest)
-    if is_media(request.path):
-        return media_file(world, request)
-    route = None
-    if request.path.rstrip("/") == "/history":
-        route = "history"
-    elif OWNERS_PATH.match(request.path):
-        route = "owners"
-    elif CREATORS_PATH.match(request.path):
-        route = "creators"
+    route = route_of(request.path)
     if route is None:
-        return error(404, f"Cannot GET {request.path}"[:200], nest=nest)
+        # Any method: an unknown path is a 404, as Express answers it.
+        return error(404, f"Cannot {request.method} {request.path}"[:200], nest=nest)
+    if request.method not in ("GET", "HEAD"):
+        response = error(405, f"Cannot {request.method} {request.path}"[:200], nest=nest)
+        response.headers["Allow"] = "GET, HEAD"
+        return response
+    if route == "media":
+        return media_file(world, request)
     denied = check_key(world, request)
     if denied is not None:
         return denied
@@ -137,9 +147,15 @@ def parse_int(name: str, raw: str | None, *, low: int, high: int, default: int |
         if default is None:
             raise BadParams([f"{name} is required"])
         return default
-    if not re.fullmatch(r"\s*[+-]?\d{1,12}\s*", raw):
+    # ASCII digits only: `\d` and int() would also take other scripts' digits ("５").
+    found = re.fullmatch(r"\s*([+-]?)([0-9]+)\s*", raw, flags=re.ASCII)
+    if found is None:
         raise BadParams([f"{name} must be an integer number"])
-    value = int(raw)
+    digits = found.group(2).lstrip("0") or "0"
+    # Compared by length first, so that a thousand-digit number costs nothing and still reads as too big.
+    value = int(digits) if len(digits) <= 12 else 10**12
+    if found.group(1) == "-":
+        value = -value
     if value < low:
         raise BadParams([f"{name} must not be less than {low}"])
     if value > high:
@@ -184,14 +200,18 @@ def history(world: World, request: Request) -> Response:
     return ok(body)
 
 
-EVM_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-APTOS_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{64}$")
+EVM_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}\Z")
+APTOS_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{64}\Z")
 
 
 def owners(world: World, request: Request) -> Response:
     match = OWNERS_PATH.match(request.path)
     assert match is not None
-    address = match.group(1)
+    try:
+        # Route parameters arrive percent-decoded, as Express hands them over.
+        address = unquote(match.group(1), errors="strict")
+    except UnicodeDecodeError:
+        raise BadParams(["Invalid address provided"]) from None
     if not EVM_ADDRESS.match(address):
         raise BadParams(["Invalid address provided"])
     chain = catalog.chain_for(request.one("chain") or "eth")
@@ -257,7 +277,7 @@ def owners(world: World, request: Request) -> Response:
     )
 
 
-CREATOR_KEY = re.compile(r"^creator_addresses(?:\[(\d{0,4})\])?$")
+CREATOR_KEY = re.compile(r"^creator_addresses(?:\[([0-9]{0,4})\])?\Z")
 
 
 def creator_addresses(request: Request) -> list[str]:

@@ -45,4 +45,6 @@ class SimulatorConfig:
     # Base URL that browsers reach the simulator on, for the media (thumbnail) URLs in owners answers;
     # None means the URL each request came in on (its Host header).
     public_url: str | None = None
+    # Seconds a connection may sit idle (between requests, or inside one) before the server drops it.
+    idle_timeout: float = 60.0
     faults: FaultConfig = field(default_factory=FaultConfig)

@@ -16,7 +16,7 @@ from dashboard.simulator.responses import Response
 
 SIZES = {"low": 100, "medium": 250, "high": 500}
 PREFIX = "/media/"
-PATH = re.compile(r"^/media/([0-9a-f]{32})/(low|medium|high)\.svg$")
+PATH = re.compile(r"^/media/([0-9a-f]{32})/(low|medium|high)\.svg\Z")
 CONTENT_TYPE = "image/svg+xml"
 CACHE_CONTROL = "public, max-age=86400, immutable"
 

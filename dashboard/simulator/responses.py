@@ -23,12 +23,20 @@ _REASONS = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request Timeout",
+    414: "URI Too Long",
     429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
     500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
     504: "Gateway Timeout",
+    505: "HTTP Version Not Supported",
 }
+
+
+def reason(status: int) -> str:
+    return _REASONS.get(status, "Error")
 
 
 def ok(data: object) -> Response:
@@ -41,7 +49,7 @@ def error(status: int, message: str | list[str], *, nest: bool) -> Response:
         body: dict[str, object] = {
             "statusCode": status,
             "message": message,
-            "error": _REASONS.get(status, "Error"),
+            "error": reason(status),
         }
     else:
         body = {"message": message}

@@ -46,6 +46,47 @@ class SimulatorHandler(BaseHTTPRequestHandler):
     server_version = "moralis-simulator"
     sys_version = ""
 
+    def setup(self) -> None:
+        # A client that connects and goes quiet (or announces a body it never sends) is let go after a while
+        # instead of holding its thread for ever.
+        super().setup()
+        self.connection.settimeout(self.server.world.config.idle_timeout)
+
+    def parse_request(self) -> bool:
+        # Not the previous keep-alive request's path: a refusal of this one must not be styled after it.
+        self.path = ""
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            # An HTTP/0.9 answer has no status line or headers; refuse it, as Node's parser does.
+            self.send_error(400, "HTTP/0.9 is not supported")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own refusals (bad request line, URI or headers too long), as JSON in the host's style."""
+        if code == 501 and self.command:
+            # An unknown method: the API's own answer (404 or 405 in JSON), not the stdlib's 501 page.
+            self._serve()
+            return
+        # The parser may refuse the request line before it sets `path` (a bad version, say).
+        words = (getattr(self, "requestline", "") or "").split()
+        target = getattr(self, "path", "") or (words[1] if len(words) > 1 else "")
+        nest = app.is_nest(urlsplit(target).path)
+        response = error(code, message or responses.reason(code), nest=nest)
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":
+            # Answer with a status line all the same: the client must see that it was refused.
+            self.request_version = "HTTP/1.0"
+        log.info("%s refused: %d %s", self.client_address[0], code, (message or "")[:100])
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(response.body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(response.body)
+
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
         self._serve()
 
@@ -69,7 +110,10 @@ class SimulatorHandler(BaseHTTPRequestHandler):
         world = self.server.world
         # Drain any request body so the connection stays usable.
         length = self.headers.get("Content-Length")
-        if length and length.isdigit() and int(length) <= 1_000_000:
+        if self.headers.get("Transfer-Encoding"):
+            # A chunked body is not read; what is left of it must not be taken for the next request.
+            self.close_connection = True
+        elif length and length.isascii() and length.isdigit() and int(length) <= 1_000_000:
             self.rfile.read(int(length))
         elif length:
             self.close_connection = True
@@ -106,7 +150,7 @@ class SimulatorHandler(BaseHTTPRequestHandler):
             status = (500, 502, 503, 504)[int(world.roll() * 4)]
             if status in (502, 504) and not nest:
                 # What a load balancer in front of the API sends: HTML, not JSON.
-                body = f"<html><body><h1>{status} Bad Gateway</h1></body></html>".encode()
+                body = f"<html><body><h1>{status} {responses.reason(status)}</h1></body></html>".encode()
                 return Response(status, body, {"Content-Type": "text/html"}), False
             return error(status, "Internal server error", nest=nest), False
         try:
@@ -139,8 +183,9 @@ class SimulatorHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         if truncate and mode != "body":
-            self.send_header("Connection", "close")
             self.close_connection = True
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if head:
             return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+
 import httpx
 import pytest
 
@@ -53,6 +55,14 @@ def test_mainnet_and_testnet_are_separate(http: httpx.Client) -> None:
         ),
         ("limit=0", ["limit must not be less than 1", "creator_addresses must contain at least 1 elements"]),
         (f"limit=5&cursor=a.b.c&creator_addresses={A}", ["cursor is not valid"]),
+        (f"limit=%EF%BC%95&creator_addresses={A}", ["limit must be an integer number"]),
+        (f"limit=5&offset=%EF%BC%91&creator_addresses={A}", ["offset must be an integer number"]),
+        # `$` in a pattern also matches before a final newline; an address with one is still malformed.
+        (
+            f"limit=5&creator_addresses={A}%0A",
+            ["each value in creator_addresses must match /^0x[a-fA-F0-9]{64}$/ regular expression"],
+        ),
+        (f"limit=5&creator_addresses%0A={A}", ["creator_addresses must contain at least 1 elements"]),
     ],
 )
 def test_it_answers_400_in_the_nestjs_style(http: httpx.Client, query: str, messages: list[str]) -> None:
@@ -95,3 +105,17 @@ def test_an_unknown_creator_may_have_nothing(http: httpx.Client) -> None:
     assert any(
         body["result"] == [] and body["cursor"] is None and body["hasNextPage"] is False for body in empties
     )
+
+
+def test_a_bearer_token_is_used_when_the_key_header_is_empty_and_whitespace_is_not_part_of_a_key(
+    sim: RunningSimulator,
+) -> None:
+    url = f"{sim.aptos_mainnet_base_url}/nfts/creators?limit=1&creator_addresses={A}"
+    both = httpx.get(url, headers={"X-API-Key": "", "Authorization": f"Bearer {KEY}"})
+    assert both.status_code == 200, both.text
+    # httpx refuses to send padded values; http.client sends them as given.
+    connection = http.client.HTTPConnection(sim.base_url.removeprefix("http://"), timeout=5)
+    connection.request("GET", url.removeprefix(sim.base_url), headers={"X-API-Key": f" {KEY}\t "})
+    assert connection.getresponse().status == 200
+    connection.close()
+    assert httpx.get(url, headers={"X-API-Key": "", "Authorization": "Bearer"}).status_code == 401

@@ -49,6 +49,11 @@ def test_it_rejects_a_wrong_key(sim: RunningSimulator) -> None:
         ("limit=5&excludePayload=maybe", "excludePayload must be a boolean value (true or false)"),
         ("limit=5&cursor=abc.def.ghi", "Invalid cursor"),
         ("limit=5&cursor=%ff%fe", "query string could not be parsed"),
+        # Digits of other scripts are not numbers to a JavaScript parser.
+        ("limit=%EF%BC%95", "limit must be an integer number"),
+        ("limit=%D9%A5", "limit must be an integer number"),
+        ("limit=99999999999999999999", "limit must not be greater than 100"),
+        ("limit=-99999999999999999999", "limit must not be less than 1"),
     ],
 )
 def test_it_answers_400_in_the_streams_style(http: httpx.Client, query: str, message: str) -> None:

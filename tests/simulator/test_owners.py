@@ -27,6 +27,9 @@ def owners(http: httpx.Client, address: str = BAYC, **params: object) -> httpx.R
         (BAYC, {"format": "octal"}, "format must be one of the following values: decimal, hex"),
         (BAYC, {"disable_total": "nope"}, "disable_total must be a boolean value (true or false)"),
         (BAYC, {"cursor": "x.y.z"}, "Invalid cursor"),
+        (BAYC, {"limit": "\uff15"}, "limit must be an integer number"),
+        (BAYC + "%0A", {}, "Invalid address provided"),
+        ("0x%ff" + "a" * 38, {}, "Invalid address provided"),
     ],
 )
 def test_it_answers_400_in_the_evm_style(
@@ -35,6 +38,13 @@ def test_it_answers_400_in_the_evm_style(
     response = owners(http, address, **params)
     assert response.status_code == 400
     assert response.json() == {"message": message}
+
+
+def test_the_address_is_read_percent_decoded(http: httpx.Client) -> None:
+    encoded = "0x%62" + BAYC[3:]
+    response = owners(http, encoded, limit=3)
+    assert response.status_code == 200, response.text
+    assert response.json()["result"] == owners(http, BAYC, limit=3).json()["result"]
 
 
 def test_it_requires_the_key(sim: RunningSimulator) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dashboard.simulator.server import RunningSimulator
-from tests.simulator.conftest import KEY
+from dashboard.simulator.server import RunningSimulator, serve_in_thread
+from tests.simulator.conftest import KEY, make_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -122,3 +123,116 @@ def test_the_key_is_compared_exactly(sim: RunningSimulator) -> None:
     for wrong in (KEY.upper(), KEY + "x", KEY[:-1], "", "é"):
         response = httpx.get(f"{sim.base_url}/history?limit=1", headers={"X-API-Key": wrong.encode("utf-8")})
         assert response.status_code == 401
+
+
+def raw_exchange(sim: RunningSimulator, data: bytes, timeout: float = 5.0) -> bytes:
+    """Send `data` on a fresh connection and read until the server closes it."""
+    host, port = sim.base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.sendall(data)
+        received = b""
+        while chunk := s.recv(65536):
+            received += chunk
+    return received
+
+
+@pytest.mark.parametrize(
+    "method, path, status, body",
+    [
+        ("OPTIONS", "/history?limit=1", 405, {"message": "Cannot OPTIONS /history"}),
+        ("TRACE", "/api/v2/nft/0x" + "a" * 40 + "/owners", 405, None),
+        ("PROPFIND", "/history", 405, None),
+        (
+            "OPTIONS",
+            "/aptos/testnet/nfts/creators",
+            405,
+            {
+                "statusCode": 405,
+                "message": "Cannot OPTIONS /aptos/testnet/nfts/creators",
+                "error": "Method Not Allowed",
+            },
+        ),
+        ("OPTIONS", "/nope", 404, {"message": "Cannot OPTIONS /nope"}),
+        ("POST", "/nope", 404, {"message": "Cannot POST /nope"}),
+    ],
+)
+def test_every_method_gets_a_json_answer(
+    http: httpx.Client, method: str, path: str, status: int, body: dict | None
+) -> None:
+    response = http.request(method, path)
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("application/json")
+    if body is not None:
+        assert response.json() == body
+    if status == 405:
+        assert response.headers["allow"] == "GET, HEAD"
+
+
+@pytest.mark.parametrize(
+    "request_bytes, status, nest",
+    [
+        (b"GET /history?limit=1&x=" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", 414, False),
+        (b"GET /history?limit=1 HTTP/1.1\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n", 431, False),
+        (
+            b"GET /history?limit=1 HTTP/1.1\r\n"
+            + b"".join(b"X-H%d: 1\r\n" % i for i in range(200))
+            + b"\r\n",
+            431,
+            False,
+        ),
+        (b"GARBAGE\r\n\r\n", 400, False),
+        (b"GET /history?limit=1 HTTP/2.0\r\n\r\n", 505, False),
+        (b"GET /aptos/mainnet/nfts/creators HTTP/2.0\r\n\r\n", 505, True),
+        # HTTP/0.9 answers carry no status line; the refusal must still have one.
+        (b"GET /history?limit=1\r\n\r\n", 400, False),
+    ],
+)
+def test_requests_the_http_parser_refuses_get_a_json_answer(
+    sim: RunningSimulator, request_bytes: bytes, status: int, nest: bool
+) -> None:
+    answer = raw_exchange(sim, request_bytes)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.") and int(head.split()[1]) == status, answer[:200]
+    assert b"content-type: application/json" in head.lower()
+    parsed = json.loads(body)
+    assert isinstance(parsed["message"], str)
+    assert ("statusCode" in parsed) is nest
+
+
+def test_the_5xx_pages_name_their_own_status(sim: RunningSimulator, http: httpx.Client) -> None:
+    sim.world.faults.rate_5xx = 1.0
+    seen: dict[int, str] = {}
+    for _ in range(60):
+        response = http.get("/history", params={"limit": 1})
+        seen[response.status_code] = response.text
+    assert "504 Gateway Timeout" in seen[504] and "502 Bad Gateway" in seen[502]
+
+
+def test_a_chunked_body_ends_the_connection_instead_of_posing_as_the_next_request(
+    sim: RunningSimulator,
+) -> None:
+    answer = raw_exchange(
+        sim,
+        b"POST /history?limit=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n0\r\n\r\n",
+    )
+    # One answer, to the request that was sent; none to "5" read as a request line.
+    assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 405")
+    assert b"Connection: close" in answer
+
+
+def test_idle_and_stalled_clients_are_dropped_without_blocking_others() -> None:
+    with serve_in_thread(make_config(idle_timeout=0.5)) as running:
+        host, port = running.base_url.removeprefix("http://").split(":")
+        silent = socket.create_connection((host, int(port)), timeout=5)
+        stalled = socket.create_connection((host, int(port)), timeout=5)
+        # Announces a body it never sends.
+        stalled.sendall(b"POST /history HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+        with httpx.Client(base_url=running.base_url, headers={"X-API-Key": KEY}, timeout=5) as client:
+            assert client.get("/history", params={"limit": 1}).status_code == 200
+        started = time.perf_counter()
+        assert silent.recv(1024) == b""
+        assert stalled.recv(1024) == b""
+        assert time.perf_counter() - started < 3
+        silent.close()
+        stalled.close()
