@@ -66,6 +66,11 @@ def test_history_payloads_are_realistic_evm_data(http: httpx.Client) -> None:
             assert hexes.match(tx["hash"]) and addresses.match(tx["fromAddress"])
 
 
+def test_the_validator_rejects_a_wrong_creators_body() -> None:
+    item = {"collection_data_id_hash": "ab" * 32, "supply": 1}
+    assert errors_of(CREATORS, {"cursor": None, "hasNextPage": "no", "result": [item]})
+
+
 def test_creators_pages_match_the_published_schema(sim: object, http: httpx.Client) -> None:
     for network in ("mainnet", "testnet"):
         body = http.get(
@@ -136,3 +141,49 @@ def test_owners_pages_have_the_contract_shape(http: httpx.Client) -> None:
         if media["media_collection"] is not None:
             assert set(media["media_collection"]) == {"low", "medium", "high"}
             assert set(media["media_collection"]["low"]) == {"width", "height", "url"}
+
+
+def check_owner_shape(owner: dict, *, hex_ids: bool, normalize: bool, with_media: bool) -> None:
+    assert OWNER_REQUIRED <= set(owner)
+    assert owner["contract_type"] in ("ERC721", "ERC1155")
+    if hex_ids:
+        assert re.fullmatch(r"0x[0-9a-f]+", owner["token_id"]), owner["token_id"]
+    else:
+        assert owner["token_id"].isdigit()
+    assert owner["block_number"].isdigit() and owner["block_number_minted"].isdigit()
+    assert owner["amount"].isdigit()
+    assert isinstance(owner["possible_spam"], bool) and isinstance(owner["verified_collection"], bool)
+    assert owner["metadata"] is None or isinstance(owner["metadata"], str)
+    for stamp in ("last_token_uri_sync", "last_metadata_sync"):
+        assert owner[stamp] is None or re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", owner[stamp])
+    if normalize:
+        assert isinstance(owner["normalized_metadata"], dict)
+        assert isinstance(owner["normalized_metadata"]["attributes"], list)
+    else:
+        assert owner["normalized_metadata"] is None
+    assert ("media" in owner) is with_media
+    if with_media:
+        assert isinstance(owner["media"], dict)
+
+
+@pytest.mark.parametrize("fmt", ["decimal", "hex"])
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("with_media", [False, True])
+def test_owners_pages_have_the_contract_shape_with_every_option(
+    http: httpx.Client, fmt: str, normalize: bool, with_media: bool
+) -> None:
+    params = {
+        "format": fmt,
+        "normalizeMetadata": str(normalize).lower(),
+        "media_items": str(with_media).lower(),
+        "limit": 40,
+    }
+    first = http.get(f"/api/v2/nft/{BAYC}/owners", params=params).json()
+    assert first["total"] is None, "disable_total defaults to true"
+    second = http.get(f"/api/v2/nft/{BAYC}/owners", params={**params, "cursor": first["cursor"]}).json()
+    assert second["page"] == 2 and second["page_size"] == 40
+    for body in (first, second):
+        assert set(body) == {"status", "total", "page", "page_size", "cursor", "result"}
+        assert body["result"]
+        for owner in body["result"]:
+            check_owner_shape(owner, hex_ids=fmt == "hex", normalize=normalize, with_media=with_media)
