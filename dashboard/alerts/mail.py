@@ -97,14 +97,22 @@ def _target_filter(incident: Incident) -> dict[str, str]:
     return {}
 
 
-def incident_links(incident: Incident) -> dict[str, Any]:
-    """Absolute links to the filtered dashboard views an incident concerns."""
+def deliveries_queries(incident: Incident) -> dict[str, str]:
+    """Query strings of the deliveries list for an incident's target (empty for a source's incident)."""
     target = _target_filter(incident)
     if not target:
+        return {}
+    return {"failed": urlencode({**target, "status": FAILING}), "all": urlencode(target)}
+
+
+def incident_links(incident: Incident) -> dict[str, Any]:
+    """Absolute links to the filtered dashboard views an incident concerns."""
+    queries = deliveries_queries(incident)
+    if not queries:
         return {"incident": absolute(f"/alerts/incidents/{incident.pk}/"), "alerts": absolute("/alerts/")}
     return {
-        "failed": absolute("/deliveries/", **target, status=FAILING),
-        "all": absolute("/deliveries/", **target),
+        "failed": f"{settings.SITE_URL}/deliveries/?{queries['failed']}",
+        "all": f"{settings.SITE_URL}/deliveries/?{queries['all']}",
         "incident": absolute(f"/alerts/incidents/{incident.pk}/"),
         "alerts": absolute("/alerts/"),
     }

@@ -62,7 +62,12 @@ def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
     return render(
         request,
         "alerts/incident.html",
-        {"nav": "alerts", "incident": incident, "notifications": notifications},
+        {
+            "nav": "alerts",
+            "incident": incident,
+            "notifications": notifications,
+            "deliveries": mail.deliveries_queries(incident),
+        },
     )
 
 

@@ -143,6 +143,14 @@ def test_the_incident_page(viewer: Client) -> None:
     assert "connect ECONNREFUSED" in response.content.decode() or "status code" in response.content.decode()
 
 
+def test_the_incident_page_links_to_the_failing_deliveries(viewer: Client) -> None:
+    incident = open_incident()
+    page = viewer.get(f"/alerts/incidents/{incident.pk}/").content.decode()
+    assert f'href="/deliveries/?stream={incident.stream_id}&amp;status=failing"' in page
+    listed = viewer.get(f"/deliveries/?stream={incident.stream_id}&status=failing").content.decode()
+    assert all(f'href="/deliveries/{f["id"]}/"' in listed for f in incident.details["first_failures"])
+
+
 @pytest.mark.parametrize("name", ["incident_opened", "incident_resolved", "digest", "test"])
 def test_staff_preview_each_mail(staff: Client, name: str) -> None:
     response = staff.get(f"/alerts/preview/{name}/")
