@@ -7,8 +7,10 @@ import uuid
 from collections import Counter
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from django.db import connection
+from psycopg.conninfo import make_conninfo
 
 from tests.conftest import SIMULATOR_KEY
 
@@ -103,6 +105,16 @@ def assert_derived_exact() -> None:
 def subprocess_database_url() -> str:
     """The test database, for a child process (a manage.py command killed by a test)."""
     db = connection.settings_dict
-    user = db.get("USER") or "postgres"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgresql://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    user = quote(db.get("USER") or "postgres", safe="")
+    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
+    # A socket directory (the project-local server) goes percent-encoded in the host part.
+    host = quote(db.get("HOST") or "127.0.0.1", safe="")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgresql://{user}{password}@{host}{port}/{quote(db['NAME'], safe='')}"
+
+
+def server_conninfo() -> str:
+    """The test database's server, as a psycopg connection string for a second, separate connection."""
+    db = connection.settings_dict
+    params = {"host": db.get("HOST"), "port": db.get("PORT"), "user": db.get("USER"), "password": db.get("PASSWORD")}
+    return make_conninfo(dbname="postgres", **{k: str(v) for k, v in params.items() if v})

@@ -19,7 +19,13 @@ from dashboard.deliveries.poll import poll, poll_head, should_poll
 from dashboard.deliveries.sync import problem_of, sources_needing_attention
 from dashboard.deliveries.tasks import poll_source
 from dashboard.upstream import errors
-from tests.deliveries.support import assert_derived_exact, assert_matches_upstream, make_source, truth
+from tests.deliveries.support import (
+    assert_derived_exact,
+    assert_matches_upstream,
+    make_source,
+    server_conninfo,
+    truth,
+)
 
 
 @pytest.mark.django_db
@@ -233,7 +239,7 @@ def test_a_dropped_database_connection_does_not_wedge_the_next_run(
         if calls["n"] == 3:
             # What a Postgres restart does to the worker: its server process goes away mid-walk.
             pid = connection.connection.info.backend_pid
-            with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as admin:
+            with psycopg.connect(server_conninfo(), autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", [pid])
         return original(*args, **kwargs)
 
