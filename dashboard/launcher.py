@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -141,6 +142,16 @@ def _secret_key() -> str:
     return path.read_text().strip()
 
 
+def _scenario_start() -> str:
+    """When the demo first ran: the simulator anchors its scripted incidents there, so a restarted demo's
+    upstream serves the same history it served before (no record changes behind the dashboard's back)."""
+    path = LOCAL / "simulator-scenario-start"
+    if not path.exists():
+        LOCAL.mkdir(parents=True, exist_ok=True)
+        path.write_text(datetime.now(UTC).isoformat(timespec="seconds"))
+    return path.read_text().strip()
+
+
 def _manage(*args: str, env: dict[str, str]) -> None:
     subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
@@ -184,7 +195,8 @@ def demo(args: argparse.Namespace) -> int:
             [
                 PYTHON, "-m", "dashboard.simulator", "--host", "127.0.0.1", "--port", str(sim_port),
                 "--api-key", DEMO_API_KEY, "--seed", str(args.seed), "--speed", str(args.speed),
-                "--deliveries-per-minute", str(args.rate), "--log-level", "WARNING",
+                "--deliveries-per-minute", str(args.rate), "--scenario-start", _scenario_start(),
+                "--log-level", "WARNING",
             ],
         )
         _wait_for_port(sim_port, "the simulator", simulator)

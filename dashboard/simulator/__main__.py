@@ -32,6 +32,13 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
         help="simulated start time, ISO 8601 with offset (default: now)",
     )
     p.add_argument(
+        "--scenario-start",
+        type=datetime.fromisoformat,
+        default=None,
+        help="anchor of the scripted incidents, ISO 8601 with offset (default: the start); pass the first "
+        "start when restarting, so that records already served do not change",
+    )
+    p.add_argument(
         "--deliveries-per-minute",
         type=float,
         default=0.4,
@@ -65,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
         seed=a.seed,
         speed=a.speed,
         start=a.start,
+        scenario_start=a.scenario_start,
         deliveries_per_minute=a.deliveries_per_minute,
         history_window_days=a.history_days,
         streams=a.streams,

@@ -35,6 +35,9 @@ class SimulatorConfig:
     speed: float = 1.0
     # Simulated "now" at startup; None means the real current time.
     start: datetime | None = None
+    # Anchor of the scripted incidents (the trouble a demo shows at first sight); None means `start`.
+    # A simulator restarted later passes its first start, so the history it already served stays the same.
+    scenario_start: datetime | None = None
     # History records (an unconfirmed and a confirmed one per block) per simulated minute across all streams.
     # 0.4 a minute gives about 4,000 records over the 7-day window: a realistic demo that ingests quickly.
     deliveries_per_minute: float = 0.4

@@ -24,9 +24,10 @@ class World:
         self.clock = SimClock(config.start, config.speed)
         # A copy, so that tests turning knobs on one running simulator never touch another's config.
         self.faults: FaultConfig = dataclasses.replace(config.faults)
+        scenario_start = config.scenario_start.timestamp() if config.scenario_start else self.clock.timestamp()
         self.history = HistoryWorld(
             seed=config.seed,
-            start=self.clock.timestamp(),
+            start=scenario_start,
             deliveries_per_minute=config.deliveries_per_minute,
             window_days=config.history_window_days,
             streams=config.streams,

@@ -185,6 +185,24 @@ def test_a_restart_with_the_same_seed_serves_the_same_records_under_the_same_ids
     assert len(old) > 1000 and old == new
 
 
+def test_a_restart_anchored_at_the_first_start_changes_no_record_already_served() -> None:
+    # The scripted incidents hang off the first start; without the anchor a later restart would move them
+    # and rewrite errorMessage and retries of records a dashboard has already stored.
+    restarted_at = START + timedelta(minutes=45)
+    before = World(make_config())
+    after = World(make_config(start=restarted_at, scenario_start=START))
+    drifted = World(make_config(start=restarted_at))
+
+    def served(world: World) -> dict[str, tuple]:
+        return {
+            r["id"]: (r["errorMessage"], r["tinyPayload"]["retries"], r["tinyPayload"]["confirmed"])
+            for r in world.history_records(restarted_at)
+        }
+
+    assert served(after) == served(before)
+    assert served(drifted) != served(before)
+
+
 def test_a_page_with_payloads_is_served_fast(sim: RunningSimulator, http: httpx.Client) -> None:
     http.get("/history", params={"limit": 100})  # warms the payload cache and the connection
     cursor = http.get("/history", params={"limit": 100}).json()["cursor"]
