@@ -70,6 +70,20 @@ class CursorStackField(forms.Field):
         pass
 
 
+class ShortChoiceField(forms.ChoiceField):
+    """A choice whose error quotes the value from the link clipped: a link can carry kilobytes."""
+
+    def validate(self, value: Any) -> None:
+        try:
+            super().validate(value)
+        except forms.ValidationError as exc:
+            if exc.code != "invalid_choice":
+                raise
+            raise forms.ValidationError(
+                self.error_messages["invalid_choice"], code="invalid_choice", params={"value": _shown(str(value))}
+            ) from None
+
+
 class SourceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Any) -> str:
         return str(obj.name)
@@ -127,7 +141,7 @@ class OwnersForm(LookupForm):
         ),
         error_messages={"required": "Enter an NFT contract address (0x followed by 40 hex digits)."},
     )
-    chain = forms.ChoiceField(
+    chain = ShortChoiceField(
         label="Chain",
         choices=CHAIN_CHOICES,
         required=False,
@@ -136,7 +150,7 @@ class OwnersForm(LookupForm):
             "(a link may also give its hex id, such as 0x89)."
         },
     )
-    format = forms.ChoiceField(
+    format = ShortChoiceField(
         label="Token ids",
         choices=FORMAT_CHOICES,
         required=False,
@@ -196,7 +210,7 @@ class CreatorsForm(LookupForm):
         ),
         error_messages={"required": "Enter at least one creator address."},
     )
-    network = forms.ChoiceField(label="Network", choices=NETWORK_CHOICES, required=False)
+    network = ShortChoiceField(label="Network", choices=NETWORK_CHOICES, required=False)
 
     defaults = {**LookupForm.defaults, "network": "mainnet"}
 

@@ -232,10 +232,18 @@ class ErrorGroupsForm(RangeForm):
     url = forms.CharField(required=False, max_length=2048)
 
 
+ERROR_LINE_LIMIT = 300
+
+
 def form_errors(form: forms.Form) -> list[str]:
     """Every error of a bound form as "Field: message" lines for the 400 page."""
     lines: list[str] = []
     for name, errors in form.errors.items():
         label = "" if name == "__all__" else f"{form.fields[name].label or name.capitalize()}: "
-        lines.extend(f"{label}{error}" for error in errors)
+        lines.extend(_clip(f"{label}{error}") for error in errors)
     return lines
+
+
+def _clip(line: str) -> str:
+    # Choice errors echo the value from the URL, which can be kilobytes long.
+    return line if len(line) <= ERROR_LINE_LIMIT else line[: ERROR_LINE_LIMIT - 1] + "…"

@@ -145,6 +145,14 @@ def test_bad_input_answers_400_with_a_message_and_sends_nothing(
     assert upstream_requests == []
 
 
+def test_a_kilobyte_choice_is_echoed_clipped(viewer_client: Client, source: Any) -> None:
+    for name in ("chain", "format"):
+        response = viewer_client.get(URL, {"address": BAYC, name: "z" * 3000})
+        assert response.status_code == 400
+        html = response.content.decode()
+        assert "z" * 60 + "…" in html and "z" * 100 not in html, name
+
+
 def test_a_hostile_address_is_echoed_escaped(viewer_client: Client, source: Any) -> None:
     response = viewer_client.get(URL, {"address": "<script>alert(1)</script>"})
     assert response.status_code == 400

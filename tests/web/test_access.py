@@ -114,3 +114,11 @@ def test_the_server_error_page_renders_without_a_request() -> None:
     response = server_error(RequestFactory().get("/"))
     assert response.status_code == 500
     assert "Something went wrong" in response.content.decode()
+
+
+def test_a_kilobyte_filter_value_is_echoed_clipped(logged_in_client: Client) -> None:
+    response = logged_in_client.get("/deliveries/?status=" + "x" * 5000)
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "Status: Select a valid choice." in body
+    assert "x" * 250 in body and "x" * 400 not in body
