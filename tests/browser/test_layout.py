@@ -90,3 +90,10 @@ def test_hostile_upstream_text_never_runs(page: Any, filled: Source) -> None:  #
     screenshot(page, "hostile-delivery")
     assert dialogs == [] and errors == []
     assert page.evaluate("document.querySelectorAll('img[src=x], main script').length") == 0
+
+
+def test_a_long_url_or_tag_in_the_filters_wraps_instead_of_widening_the_page(page: Any, filled: Source) -> None:  # noqa: F811
+    for path in ("/timeline/?url=https://hooks.example.com/" + "x" * 2000, "/errors/?tag=" + "t" * 255,
+                 "/deliveries/?status=" + "x" * 3000):
+        page.goto(path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1440, path[:40]
