@@ -5,9 +5,9 @@ transaction together with the walk's checkpoint (the cursor of the next page). A
 worker, dropped connection, upstream failure after the client's retries) resumes at the first page it had
 not stored. Three kinds:
 
-- head: down to the source's `synced_through` (everything at or before it is stored), then
-  `synced_through` moves up to the newest record the walk saw. The first head walk of a source reads the
-  whole history.
+- head: down to the first page that reaches below the source's `synced_through` (everything at or before
+  it is stored) and holds records already stored and unchanged, then `synced_through` moves up to the
+  newest record the walk saw. The first head walk of a source reads the whole history.
 - revisit: the retry window (RETRY_WINDOW_HOURS back from the newest record), re-read in full because a
   retry changes the record in place (`retries`, `errorMessage`, the payload's `retries`); unchanged records
   cost a digest comparison and no write.
@@ -107,13 +107,17 @@ def walk_history(
             followed.clear()
             continue
         dates = [d for d in (parse_date(r.get("date")) for r in page.records) if d is not None]
-        reached_stop = state.stop_before is not None and any(d < state.stop_before for d in dates)
-        # An upstream that hands out a cursor already followed would keep this walk going in circles: the
-        # page is stored, the walk ends unfinished (nothing is marked synced) and the next run starts afresh.
-        circular = page.cursor is not None and page.cursor in followed and not reached_stop
-        done = page.cursor is None or reached_stop or circular
+        below_stop = state.stop_before is not None and any(d < state.stop_before for d in dates)
         with transaction.atomic():
             stored = store_records(source, page.records)
+            # A head walk ends where it meets records it already holds, unchanged; a date alone is not
+            # enough (one record stamped in the future by a skewed clock would cut every later walk short).
+            reached_stop = below_stop and (kind != WalkKind.HEAD or stored.unchanged > 0)
+            # An upstream that hands out a cursor already followed would keep this walk going in circles: the
+            # page is stored, the walk ends unfinished (nothing is marked synced) and the next run starts
+            # afresh.
+            circular = page.cursor is not None and page.cursor in followed and not reached_stop
+            done = page.cursor is None or reached_stop or circular
             stored.rejected.extend(f"not a record: {item!r}"[:200] for item in page.malformed)
             state.cursor = page.cursor or ""
             state.pages += 1

@@ -26,6 +26,7 @@ from dashboard.deliveries.models import Delivery, HistoryWalk, Source, WalkKind
 from dashboard.deliveries.poll import poll, poll_head, revisit_retry_window, walk_history
 from dashboard.deliveries.sources import streams_client
 from dashboard.upstream.errors import BadResponse
+from tests.deliveries.conftest import START
 from tests.deliveries.support import (
     assert_derived_exact,
     assert_matches_upstream,
@@ -63,6 +64,26 @@ def test_a_head_poll_reads_only_the_new_pages(sim: Any, sim_source: Source) -> N
     assert result.stored.inserted > 0
     new_ids = set(truth(sim))
     assert new_ids <= set(Delivery.objects.values_list("id", flat=True))
+
+
+@pytest.mark.django_db
+def test_a_head_poll_walks_past_new_pages_even_when_a_skewed_date_moved_the_synced_mark(
+    sim: Any, sim_source: Source
+) -> None:
+    poll_head(sim_source)
+    # A record once stamped a day ahead by a skewed clock: every record now dates below the synced mark.
+    Source.objects.filter(pk=sim_source.pk).update(synced_through=START + timedelta(days=1))
+    sim_source.refresh_from_db()
+    sim.world.clock.advance(20 * 3600)
+    new = set(truth(sim)) - set(Delivery.objects.values_list("id", flat=True))
+    assert len(new) > 150, "the new records should fill several pages"
+
+    poll_head(sim_source)
+
+    # The walk went on past the pages of new records to the first page holding stored ones (records changed
+    # in place further down are the revisit's job).
+    assert set(truth(sim)) <= set(Delivery.objects.values_list("id", flat=True))
+    assert_derived_exact()
 
 
 @pytest.mark.django_db
