@@ -70,8 +70,10 @@ def test_retry_statistics_per_stream_and_tag(
     assert b.failed == 1 and b.eventually_share == 0.0
     failing = response.context["still_failing"]
     assert len(failing) == 1
-    assert failing[0].next_retry == failing[0].date + timedelta(seconds=4260)
-    assert failing[0].runs_out == failing[0].date + timedelta(seconds=162660)
+    assert failing[0].schedule.next_retry == failing[0].date + timedelta(seconds=4260)
+    assert failing[0].schedule.runs_out == failing[0].date + timedelta(seconds=162660)
+    # The third attempt was due 49 min ago; its result comes with the next revisit, so it reads as due.
+    assert "(due 49 min ago)" in response.content.decode()
 
     by_tag = logged_in_client.get("/retries/?by=tag").context["rows"]
     assert {r.key for r in by_tag} == {"alpha", "beta"}

@@ -109,6 +109,15 @@ def ago(value: datetime | None) -> str:
 
 
 @register.filter
+def next_attempt(value: datetime | None) -> str:
+    """When the provider tries again: "in 4 min", or "due 7 min ago" when the attempt time has passed and
+    its result has not been polled yet (the retry-window revisit brings it)."""
+    if value is None:
+        return "none left"
+    return ago(value) if value > timezone.now() else f"due {ago(value)}"
+
+
+@register.filter
 def duration(seconds: float | int | None) -> str:
     if seconds is None:
         return "—"

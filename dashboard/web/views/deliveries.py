@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import MAX_RETRIES, Delivery, ErrorGroup, HourlyRollup
-from dashboard.deliveries.provider_rule import ATTEMPT_OFFSETS
+from dashboard.deliveries.provider_rule import retry_schedule
 from dashboard.web import drilldown
 from dashboard.web.forms import MENU_WINDOW, DeliveryFilterForm, encode_cursor
 from dashboard.web.views.common import bad_filters, render_live
@@ -131,15 +131,7 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     large = size > drilldown.LARGE_PAYLOAD
     tree, tree_cut = drilldown.json_tree(delivery.payload, full=full, large=large) if delivery.payload is not None else ("", False)
     block = payload.get("block") if payload and isinstance(payload.get("block"), dict) else None
-    schedule = None
-    if delivery.status != "delivered":
-        retries = min(delivery.retries, MAX_RETRIES)
-        schedule = {
-            "next_retry": delivery.date + timedelta(seconds=ATTEMPT_OFFSETS[retries + 1])
-            if retries < MAX_RETRIES
-            else None,
-            "runs_out": delivery.date + timedelta(seconds=ATTEMPT_OFFSETS[-1]),
-        }
+    schedule = retry_schedule(delivery.date, delivery.retries) if delivery.status != "delivered" else None
     context = {
         "nav": "deliveries",
         "d": delivery,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import MAX_RETRIES, Delivery, HourlyRollup
-from dashboard.deliveries.provider_rule import ATTEMPT_OFFSETS
+from dashboard.deliveries.provider_rule import ATTEMPT_OFFSETS, retry_schedule
 from dashboard.web.forms import RetryStatsForm
 from dashboard.web.retry_stats import retry_rows
 from dashboard.web.views.common import bad_filters
@@ -37,9 +35,7 @@ def retry_statistics(request: HttpRequest) -> HttpResponse:
     failing = Delivery.objects.for_list().slice(**slice_kwargs).still_retrying().newest_first()
     still_failing = list(failing[: STILL_FAILING_ROWS + 1])
     for d in still_failing:
-        retries = min(d.retries, MAX_RETRIES)
-        d.next_retry = d.date + timedelta(seconds=ATTEMPT_OFFSETS[retries + 1]) if retries < MAX_RETRIES else None
-        d.runs_out = d.date + timedelta(seconds=ATTEMPT_OFFSETS[-1])
+        d.schedule = retry_schedule(d.date, d.retries)
     context = {
         "nav": "retries",
         "form": form,
