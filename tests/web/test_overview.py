@@ -36,8 +36,13 @@ def test_it_shows_counts_worst_streams_errors_and_sources(
     assert [u.key for u in response.context["worst_urls"]] == [URL_B]
     assert response.context["top_groups"][0].label == "connect ECONNREFUSED <ip>"
     body = response.content.decode()
-    assert "Syncing" in body
+    assert "Catching up" in body and "Up to date" not in body
     assert '<svg class="chart"' in body
+
+    # Once a walk of the whole history has completed, the source reads as up to date.
+    Source.objects.filter(pk=plain_source.pk).update(synced_through=now)
+    body = logged_in_client.get("/").content.decode()
+    assert "Up to date" in body and "Catching up" not in body
 
 
 def test_an_empty_database_renders(plain_source: Source, logged_in_client: Client) -> None:
