@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -221,52 +223,72 @@ def test_backfill_shows_records_rate_and_eta(sim: Any, sim_source: Source, capsy
     assert f"{total}/{total}" in err and "records/s" in err
 
 
-class _CircularHistory(BaseHTTPRequestHandler):
-    """An upstream whose second page hands back the cursor of the first: followed naively, a walk never ends."""
+class _TwoPageHistory(BaseHTTPRequestHandler):
+    """A hand-written upstream of two history pages of two records each; subclasses choose each page's body."""
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
-        cursor = parse_qs(urlsplit(self.path).query).get("cursor", [""])[0]
-        page = 1 if cursor == "page-2" else 0
-        now = datetime.now(UTC)
-        records = [
+    base_date: datetime | None = None  # None: the current time
+
+    def records(self, page: int, **fields: Any) -> list[dict[str, Any]]:
+        base = self.base_date or datetime.now(UTC)
+        return [
             {
                 "id": str(uuid.UUID(int=page * 10 + i + 1)),
-                "date": (now - timedelta(minutes=page * 10 + i)).isoformat().replace("+00:00", "Z"),
+                "date": (base - timedelta(minutes=page * 10 + i)).isoformat().replace("+00:00", "Z"),
                 "errorMessage": "",
-                "webhookUrl": "https://hooks.example.com/circular",
-                "streamId": "00000000-0000-4000-8000-00000000c1c1",
-                "tag": "circular",
                 "tinyPayload": {"chainId": "0x1", "confirmed": True, "block": "1", "records": 0, "retries": 0},
-                "payload": {},
+                **fields,
             }
             for i in range(2)
         ]
-        body = json.dumps({"result": records, "cursor": "page-2", "total": 4}).encode()
+
+    def page_body(self, page: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
+        cursor = parse_qs(urlsplit(self.path).query).get("cursor", [""])[0]
+        data = json.dumps(self.page_body(1 if cursor == "page-2" else 0)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(data)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
         pass
 
 
-@pytest.mark.django_db
-def test_a_cursor_that_comes_back_ends_the_walk_with_an_error_not_a_loop() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _CircularHistory)
+@contextmanager
+def _source_served_by(handler: type[BaseHTTPRequestHandler], name: str) -> Iterator[Source]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
-        source = Source.objects.create(
-            name="circular", api_key="k", streams_base_url=base, evm_base_url=base,
+        yield Source.objects.create(
+            name=name, api_key="k", streams_base_url=base, evm_base_url=base,
             aptos_mainnet_base_url=base, aptos_testnet_base_url=base,
         )
-        with pytest.raises(BadResponse, match="cursor it had already given"):
-            poll_head(source, budget_seconds=30)
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _CircularHistory(_TwoPageHistory):
+    """An upstream whose second page hands back the cursor of the first: followed naively, a walk never ends."""
+
+    def page_body(self, page: int) -> dict[str, Any]:
+        records = self.records(
+            page, webhookUrl="https://hooks.example.com/circular", streamId="00000000-0000-4000-8000-00000000c1c1",
+            tag="circular", payload={},
+        )
+        return {"result": records, "cursor": "page-2", "total": 4}
+
+
+@pytest.mark.django_db
+def test_a_cursor_that_comes_back_ends_the_walk_with_an_error_not_a_loop() -> None:
+    with _source_served_by(_CircularHistory, "circular") as source, pytest.raises(
+        BadResponse, match="cursor it had already given"
+    ):
+        poll_head(source, budget_seconds=30)
 
     # Both pages were stored once; the walk is closed, nothing is claimed as synced, and the error shows.
     assert Delivery.objects.filter(source=source).count() == 4
@@ -305,52 +327,24 @@ def test_a_saved_cursor_the_upstream_no_longer_accepts_starts_the_walk_again(
     assert_derived_exact()
 
 
-class _GlitchingHistory(BaseHTTPRequestHandler):
+class _GlitchingHistory(_TwoPageHistory):
     """Two pages of history; the second answers 200 with a body that is no page while `glitch` is set."""
 
     glitch = True
+    base_date = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
-        cursor = parse_qs(urlsplit(self.path).query).get("cursor", [""])[0]
-        page = 1 if cursor == "page-2" else 0
-        base = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-        records = [
-            {
-                "id": str(uuid.UUID(int=page * 10 + i + 1)),
-                "date": (base - timedelta(minutes=page * 10 + i)).isoformat(),
-                "errorMessage": "", "webhookUrl": "https://hooks.example.com/g", "streamId": "g", "tag": "g",
-                "tinyPayload": {"chainId": "0x1", "confirmed": True, "block": "1", "records": 0, "retries": 0},
-            }
-            for i in range(2)
-        ]
-        body: dict[str, Any] = {"result": records, "total": 4}
-        if page == 0:
-            body["cursor"] = "page-2"
-        elif type(self).glitch:
-            body = {"message": "Internal server error"}
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
-        pass
+    def page_body(self, page: int) -> dict[str, Any]:
+        if page == 1 and type(self).glitch:
+            return {"message": "Internal server error"}
+        records = self.records(page, webhookUrl="https://hooks.example.com/g", streamId="g", tag="g")
+        return {"result": records, "total": 4, **({"cursor": "page-2"} if page == 0 else {})}
 
 
 @pytest.mark.django_db
 def test_a_200_that_is_no_page_does_not_end_the_walk_or_mark_history_synced(settings: Any) -> None:
     settings.UPSTREAM_MAX_RETRIES = 1
     _GlitchingHistory.glitch = True
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _GlitchingHistory)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        source = Source.objects.create(
-            name="glitch", api_key="k", streams_base_url=base, evm_base_url=base,
-            aptos_mainnet_base_url=base, aptos_testnet_base_url=base,
-        )
+    with _source_served_by(_GlitchingHistory, "glitch") as source:
         with pytest.raises(BadResponse):
             poll_head(source)
         source.refresh_from_db()
@@ -359,8 +353,5 @@ def test_a_200_that_is_no_page_does_not_end_the_walk_or_mark_history_synced(sett
 
         _GlitchingHistory.glitch = False
         assert poll_head(source).complete
-    finally:
-        server.shutdown()
-        server.server_close()
 
     assert Delivery.objects.filter(source=source).count() == 4
