@@ -182,17 +182,19 @@ def create_opened(incident: Incident, now: datetime) -> Notification:
 
 
 def create_resolved(incident: Incident, now: datetime) -> Notification:
-    opened = incident.notifications.filter(kind=NotificationKind.OPENED).first()
+    opened = incident.notifications.filter(kind=NotificationKind.OPENED).select_related("digest").first()
     context = _incident_context(incident)
     context["duration"] = (incident.resolved_at or now) - incident.opened_at
     mail = render_mail("incident_resolved", context)
+    # An opening that went out only inside a digest: the reader has the digest, so reply to that.
+    replied = opened.digest if opened is not None and opened.digest is not None else None
     notification = _create(
         incident.rule,
         NotificationKind.RESOLVED,
         mail,
         now,
         incident=incident,
-        in_reply_to=incident.message_id,
+        in_reply_to=replied.message_id if replied is not None else incident.message_id,
     )
     reached_reader = {
         NotificationStatus.PENDING,
@@ -218,14 +220,26 @@ def create_test(rule: AlertRule, now: datetime, recipients: list[str] | None = N
 def create_digest(
     rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime
 ) -> Notification:
-    context = {
+    return _create(rule, NotificationKind.DIGEST, render_mail("digest", digest_context(rule, incidents, held, now)), now)
+
+
+def digest_context(
+    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime
+) -> dict[str, Any]:
+    """A held-back mail is the reader's only news of its incident, so it carries the incident's facts; an
+    open incident already shown with its held mail is not listed a second time under "still failing"."""
+    shown = {n.incident_id for n in held if n.incident_id is not None}
+    return {
         "rule": rule,
-        "incidents": [_incident_context(i) for i in incidents],
-        "held": held,
+        "open_count": len(incidents),
+        "incidents": [_incident_context(i) for i in incidents if i.pk not in shown],
+        "held": [
+            {"notification": n, "item": _incident_context(n.incident) if n.incident is not None else None}
+            for n in held
+        ],
         "now": now,
         "links": {"alerts": absolute("/alerts/")},
     }
-    return _create(rule, NotificationKind.DIGEST, render_mail("digest", context), now)
 
 
 def sent_in_last_hour(now: datetime) -> int:
@@ -407,15 +421,12 @@ def preview(name: str, now: datetime | None = None) -> RenderedMail:
     if name == "incident_resolved":
         return render_mail(name, {**_incident_context(incident), "duration": now - incident.opened_at})
     if name == "digest":
-        held = [Notification(subject=f"[FAILING] {incident.summary}", created_at=now - timedelta(minutes=40))]
-        context = {
-            "rule": rule,
-            "incidents": [_incident_context(incident)],
-            "held": held,
-            "now": now,
-            "links": {"alerts": absolute("/alerts/")},
-        }
-        return render_mail(name, context)
+        held = [
+            Notification(
+                subject=f"[FAILING] {incident.summary}", created_at=now - timedelta(minutes=40), incident=incident
+            )
+        ]
+        return render_mail(name, digest_context(rule, [incident], held, now))
     if name == "test":
         return render_mail(name, {"rule": rule, "links": {"alerts": absolute("/alerts/")}, "now": now})
     raise ValueError(f"no preview for {name!r}")

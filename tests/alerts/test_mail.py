@@ -224,3 +224,42 @@ def test_a_sent_mail_is_never_sent_again() -> None:
     send_task.apply(args=[notification_id])
 
     assert len(outbox.outbox) == 1
+
+
+def test_a_held_back_opening_reaches_the_digest_with_its_facts_and_the_resolution_replies_to_it(
+    sink: Sink, settings: Any
+) -> None:
+    settings.ALERT_MAX_MAILS_PER_HOUR = 1
+    now = fixed_now()
+    source = make_source()
+    rule = make_rule(window_minutes=5, grace_minutes=1, cooldown_minutes=0)
+    failures(source, now, 3, error=HOSTILE)
+    failures(source, now, 3, stream_id="00000000-0000-4000-8000-000000000009", tag="other", error=HOSTILE)
+    run(now)
+    (held,) = Notification.objects.filter(status=NotificationStatus.HELD)
+    incident = held.incident
+    assert incident is not None
+    sent_label = "other" if incident.label == "orders" else "orders"
+
+    run(now + timedelta(minutes=61))
+
+    digest = sink.messages[-1]
+    assert digest["Subject"] == f"[DIGEST] {rule.name}: 2 still failing, 1 held back"
+    text, html = parts(digest)
+    # The held mail is the reader's only news of that incident: its error groups and links come with it.
+    assert held.subject in text
+    assert "3 × Request failed with status code 500" in text
+    assert f"https://dash.example.com/deliveries/?stream={incident.stream_id}&status=failing" in text
+    assert f"https://dash.example.com/alerts/incidents/{incident.pk}/" in text
+    assert "<script>" not in html
+    # Listed once: under the held mail, not again under "still failing".
+    assert text.count(f"stream {incident.label}:") == 1
+    assert "Also still failing:" in text and text.count(f"stream {sent_label}:") == 1
+
+    settings.ALERT_MAX_MAILS_PER_HOUR = 10
+    run(now + timedelta(minutes=62))
+    run(now + timedelta(minutes=64))
+
+    (resolution,) = [m for m in sink.messages if m["Subject"] == f"[RESOLVED] {incident.summary}"]
+    assert resolution["In-Reply-To"] == digest["Message-ID"]
+    assert resolution["References"] == digest["Message-ID"]
