@@ -354,7 +354,11 @@ def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[s
 def headline(rule: AlertRule, observation: Observation, details: dict[str, Any]) -> str:
     """What and where in one line, without the status word: the mail subject and the incident summary."""
     if observation.target_kind == TargetKind.SOURCE:
-        return f"source {observation.label}: no successful poll for {details.get('stale_minutes', 0)} min"
+        text = f"source {observation.label}: no successful poll for {details.get('stale_minutes', 0)} min"
+        # Why it is silent (a rejected key, an unreachable host) is what the reader acts on.
+        if details.get("last_error"):
+            text += f" — {' '.join(details['last_error'].split())[:160]}"
+        return text[:500]
     host = details["host"] or "?"
     if rule.condition == Condition.ERROR_STATE_RISK:
         text = (

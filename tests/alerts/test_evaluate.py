@@ -253,6 +253,24 @@ def test_the_poller_going_stale_opens_and_recovering_resolves() -> None:
     assert outbox.outbox[1].subject.startswith("[RESOLVED] source upstream")
 
 
+def test_a_stale_poller_says_why_in_the_subject() -> None:
+    now = fixed_now()
+    make_source(
+        last_success_at=now - timedelta(minutes=12),
+        last_error_kind="rejected_key",
+        last_error_message="the upstream rejected the API key: Token is invalid format",
+    )
+    make_rule("Poller stale", condition="poller_stale", stale_minutes=10)
+
+    run(now)
+
+    (message,) = outbox.outbox
+    assert message.subject == (
+        "[STALE] source upstream: no successful poll for 12 min — the upstream rejected the API key: Token is invalid format"
+    )
+    assert "Last poll error: the upstream rejected the API key" in message.body
+
+
 def test_successes_do_not_alert() -> None:
     now = fixed_now()
     source = make_source()
