@@ -33,6 +33,7 @@ from dashboard.alerts.models import (
     NotificationStatus,
     TargetKind,
 )
+from dashboard.deliveries.models import Source
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,13 @@ def create_resolved(incident: Incident, now: datetime) -> Notification:
     opened = incident.notifications.filter(kind=NotificationKind.OPENED).select_related("digest").first()
     context = _incident_context(incident)
     context["duration"] = (incident.resolved_at or now) - incident.opened_at
+    if incident.target_kind == TargetKind.SOURCE:
+        # The facts below are those of the opening; say that polling works again now.
+        context["polled_at"] = (
+            Source.objects.filter(pk=incident.target_key).values_list("last_success_at", flat=True).first()
+            if incident.target_key.isdigit()
+            else None
+        )
     mail = render_mail("incident_resolved", context)
     # An opening that went out only inside a digest: the reader has the digest, so reply to that.
     replied = opened.digest if opened is not None and opened.digest is not None else None

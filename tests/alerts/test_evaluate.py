@@ -251,6 +251,10 @@ def test_the_poller_going_stale_opens_and_recovering_resolves() -> None:
     run(now + timedelta(minutes=2))
     run(now + timedelta(minutes=4))
     assert outbox.outbox[1].subject.startswith("[RESOLVED] source upstream")
+    # The opening's facts (the old last good poll) are quoted, so the resolution says polling works again.
+    assert f"Polling works again: last good poll {now + timedelta(minutes=1):%Y-%m-%d %H:%M:%S} UTC." in (
+        outbox.outbox[1].body
+    )
 
 
 def test_a_stale_poller_says_why_in_the_subject() -> None:
