@@ -1,11 +1,13 @@
 # The two commands of the README: `make demo` runs the whole product, `make test` runs the tests.
-PYTHON ?= python3.11
+# Python 3.11 under its versioned name, else a python3 that is 3.11 (checked when the venv is made).
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test install lint typecheck clean bench bench-pages
 
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is needed; run make PYTHON=/path/to/python3.11")'
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
