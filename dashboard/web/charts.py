@@ -160,12 +160,28 @@ def bar_chart(
     chart.empty = chart.delivered + chart.failed == 0
     for fraction in (0, 0.5, 1):
         chart.y_ticks.append(Tick(round(top + plot_h * (1 - fraction), 2), f"{int(peak * fraction):,}"))
-    every = max(1, math.ceil(len(buckets) / 7))
-    for i in range(0, len(buckets), every):
+    interval = label_interval(step, span)
+    for i, b in enumerate(buckets):
         if left + i * slot > width - 70:
             break  # a label this close to the right edge would be cut off
-        chart.x_ticks.append(Tick(round(left + i * slot, 2), _label(buckets[i].start, step, span)))
+        if floor_to(b.start, interval) == b.start:
+            chart.x_ticks.append(Tick(round(left + i * slot, 2), _label(b.start, step, span)))
     return chart
+
+
+# Distances between time labels that read as round numbers on a clock or a calendar.
+LABEL_INTERVALS = tuple(timedelta(minutes=m) for m in (1, 5, 10, 15, 30)) + tuple(
+    timedelta(hours=h) for h in (1, 2, 3, 6, 12, 24, 48, 168)
+)
+
+
+def label_interval(step: timedelta, span: timedelta, most: int = 10) -> timedelta:
+    """The smallest round distance between labels that puts at most `most` of them on the axis and lands on
+    bucket starts (a whole number of buckets), so labels fall on 00:00, 06:00, midnights..."""
+    for interval in LABEL_INTERVALS:
+        if span / most <= interval <= span / 2 and interval % step == timedelta(0):
+            return interval
+    return step * math.ceil(span / step / most)
 
 
 @dataclass
