@@ -33,7 +33,7 @@ from dashboard.alerts.models import (
     NotificationStatus,
     TargetKind,
 )
-from dashboard.deliveries.models import Source
+from dashboard.deliveries.models import Delivery, Source
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +192,15 @@ def create_resolved(incident: Incident, now: datetime) -> Notification:
             Source.objects.filter(pk=incident.target_key).values_list("last_success_at", flat=True).first()
             if incident.target_key.isdigit()
             else None
+        )
+    else:
+        # The condition looks at recent deliveries; older ones may still be on the provider's retry schedule.
+        # Saying so keeps a resolution from reading as "nothing is failing any more".
+        target = _target_filter(incident)
+        context["still_retrying"] = (
+            Delivery.objects.slice(stream_id=target.get("stream"), webhook_url=target.get("url"))
+            .still_retrying()
+            .count()
         )
     mail = render_mail("incident_resolved", context)
     # An opening that went out only inside a digest: the reader has the digest, so reply to that.

@@ -145,6 +145,9 @@ def test_it_resolves_after_the_grace_period_with_a_mail_in_the_same_thread() -> 
     assert resolution.extra_headers["In-Reply-To"] == opening.extra_headers["Message-ID"]
     assert resolution.extra_headers["References"] == incident.message_id
     assert resolution.extra_headers["Message-ID"] != incident.message_id
+    # The failures left the window but the provider is still retrying them: the resolution says so.
+    assert "3 deliveries that failed earlier are still on the provider's retry schedule" in resolution.body
+    assert "status=failing" in resolution.body
 
 
 def test_a_new_failure_inside_the_cooldown_opens_nothing() -> None:
