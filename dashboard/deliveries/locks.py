@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -38,11 +38,18 @@ class HeldLock:
 
 
 @contextmanager
-def exclusive(name: str, *, timeout: float, wait: float | None = None) -> Iterator[HeldLock | None]:
+def exclusive(
+    name: str, *, timeout: float, wait: float | None = None, on_wait: Callable[[], None] | None = None
+) -> Iterator[HeldLock | None]:
     """Yield a HeldLock when this process got the lock, else None. It expires `timeout` s after the last
-    renewal if its holder dies. With `wait`, block up to that many seconds for it."""
-    lock = _redis().lock(f"lock:{name}", timeout=timeout, blocking=wait is not None, blocking_timeout=wait)
-    acquired = lock.acquire()
+    renewal if its holder dies. With `wait`, block up to that many seconds for it, calling `on_wait` first
+    (so that a person at a terminal knows why nothing happens)."""
+    lock = _redis().lock(f"lock:{name}", timeout=timeout)
+    acquired = lock.acquire(blocking=False)
+    if not acquired and wait is not None:
+        if on_wait is not None:
+            on_wait()
+        acquired = lock.acquire(blocking=True, blocking_timeout=wait)
     try:
         yield HeldLock(lock, timeout) if acquired else None
     finally:

@@ -88,6 +88,41 @@ def test_a_head_poll_walks_past_new_pages_even_when_a_skewed_date_moved_the_sync
     assert_derived_exact()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_stops_a_backfill_with_a_word_not_a_traceback(make_simulator: Any) -> None:
+    sim = make_simulator(history_window_days=3)
+    source = make_source(sim)
+    sim.world.faults.latency_ms = 120
+    env = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
+           "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1"}
+    # Another poll holds the source: the command says it waits instead of sitting silent.
+    _redis().set(f"lock:{source_lock_name(source.pk)}", "another-poll", ex=60)
+    child = subprocess.Popen(
+        [sys.executable, "manage.py", "backfill_history", "--source", source.name, "--no-progress"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert "a poll of this source is running; waiting up to 300 s" in child.stdout.readline()
+        _redis().delete(f"lock:{source_lock_name(source.pk)}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            walk = HistoryWalk.objects.filter(source=source, kind="backfill").first()
+            if walk is not None and walk.pages >= 2:
+                break
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        output, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+    assert child.returncode == 130
+    assert "interrupted; run the command again to resume where it stopped" in output
+    assert "Traceback" not in output
+    assert not HistoryWalk.objects.get(source=source, kind="backfill").finished
+
+
 @pytest.mark.django_db
 def test_records_changed_after_first_seen_are_followed(sim: Any, sim_source: Source) -> None:
     poll(sim_source)

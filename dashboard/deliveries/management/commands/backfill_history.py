@@ -44,8 +44,12 @@ class Command(BaseCommand):
             sources = sources.filter(name=source)
         if not sources.exists():
             raise CommandError("No enabled source: set MORALIS_API_KEY or add a source in the admin.")
-        for item in sources:
-            self._backfill(item, restart=restart, wait=wait, progress=not no_progress)
+        try:
+            for item in sources:
+                self._backfill(item, restart=restart, wait=wait, progress=not no_progress)
+        except KeyboardInterrupt:
+            self.stderr.write("\ninterrupted; run the command again to resume where it stopped")
+            raise SystemExit(130) from None
 
     def _backfill(self, source: Source, *, restart: bool, wait: float, progress: bool) -> None:
         checkpoint = HistoryWalk.objects.filter(source=source, kind=WalkKind.BACKFILL).first()
@@ -56,7 +60,10 @@ class Command(BaseCommand):
             )
             return
         resuming = checkpoint is not None and not checkpoint.finished and not restart
-        with exclusive(source_lock_name(source.pk), timeout=LOCK_TIMEOUT, wait=wait) as held:
+        def waiting() -> None:
+            self.stdout.write(f"{source.name}: a poll of this source is running; waiting up to {wait:.0f} s for it")
+
+        with exclusive(source_lock_name(source.pk), timeout=LOCK_TIMEOUT, wait=wait, on_wait=waiting) as held:
             if held is None:
                 raise CommandError(f"{source.name}: a poll is still running after {wait:.0f} s; try again")
             if resuming and checkpoint is not None:
@@ -87,7 +94,6 @@ class Command(BaseCommand):
                 )
             except KeyboardInterrupt:
                 bar.close()
-                self.stderr.write(f"{source.name}: interrupted; run the command again to resume")
                 raise
             except UpstreamError as exc:
                 bar.close()
