@@ -123,6 +123,33 @@ def test_ctrl_c_stops_a_backfill_with_a_word_not_a_traceback(make_simulator: Any
     assert not HistoryWalk.objects.get(source=source, kind="backfill").finished
 
 
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_stops_the_polling_loop_with_a_word(make_simulator: Any) -> None:
+    sim = make_simulator()
+    source = make_source(sim)
+    env = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
+           "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1", "POLL_INTERVAL_SECONDS": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "manage.py", "poll_history", "--source", source.name],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert child.stdout is not None
+        # The command's own report of its first poll (log lines come first).
+        lines = iter(child.stdout.readline, "")
+        assert any(line.startswith(f"{source.name}: ") and " new, " in line for line in lines)
+        child.send_signal(signal.SIGINT)
+        output, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+    assert child.returncode == 0
+    assert "stopped; the next poll continues from the checkpoint" in output
+    assert "Traceback" not in output
+    assert_matches_upstream(sim)
+
+
 @pytest.mark.django_db
 def test_records_changed_after_first_seen_are_followed(sim: Any, sim_source: Source) -> None:
     poll(sim_source)

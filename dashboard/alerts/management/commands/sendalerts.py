@@ -22,13 +22,17 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="run one sweep and exit")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        while True:
-            for notification_id in evaluate.sweep():
-                try:
-                    outcome = mail.send_notification(notification_id)
-                except mail.TransientSendError as exc:
-                    outcome = f"will retry ({exc})"
-                self.stdout.write(f"notification {notification_id}: {outcome}")
-            if options["once"]:
-                return
-            time.sleep(settings.ALERT_SWEEP_SECONDS)
+        try:
+            while True:
+                for notification_id in evaluate.sweep():
+                    try:
+                        outcome = mail.send_notification(notification_id)
+                    except mail.TransientSendError as exc:
+                        outcome = f"will retry ({exc})"
+                    self.stdout.write(f"notification {notification_id}: {outcome}")
+                if options["once"]:
+                    return
+                time.sleep(settings.ALERT_SWEEP_SECONDS)
+        except KeyboardInterrupt:
+            # A mail is claimed before it is sent; one interrupted mid-send is picked up by the next sweep.
+            self.stdout.write("stopped")
