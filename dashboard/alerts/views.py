@@ -25,7 +25,7 @@ def _rule_states(rules: Sequence[AlertRule]) -> list[dict[str, object]]:
     states = []
     for rule in rules:
         if not rule.enabled:
-            state, label = "", "Disabled"
+            state, label = "pill-muted", "Disabled"
         elif rule.open_incidents:  # type: ignore[attr-defined]
             state, label = "status-failed", f"{rule.open_incidents} open"  # type: ignore[attr-defined]
         else:
@@ -42,7 +42,7 @@ def rule_list(request: HttpRequest) -> HttpResponse:
     context = {
         "nav": "alerts",
         "rules": _rule_states(rules),
-        "open_incidents": Incident.objects.open().select_related("rule").order_by("-opened_at"),
+        "open_incidents": list(Incident.objects.open().select_related("rule").order_by("-opened_at")),
         "recent_incidents": Incident.objects.filter(resolved_at__isnull=False)
         .select_related("rule")
         .order_by("-resolved_at")[:RECENT_INCIDENTS],
