@@ -31,7 +31,7 @@ from django.utils.text import Truncator
 from dashboard.deliveries.models import Delivery, ErrorGroup, Source, Stream
 from dashboard.deliveries.search import ADMIN_HELP, SearchError, parse_admin_search, search_deliveries
 from dashboard.upstream import errors
-from dashboard.upstream.client import ClientSettings, UpstreamClient
+from dashboard.upstream.client import ClientSettings, UpstreamClient, scrub_key
 from dashboard.upstream.history import fetch_history_page
 
 # --- Counting without COUNT(*) -------------------------------------------------------------------------
@@ -374,7 +374,7 @@ def test_connection(source: Source) -> tuple[int, str]:
         total = f"{page.total:,} deliveries in its history" if page.total is not None else "its history"
         level, text = messages.SUCCESS, f"ok — the upstream accepted the key and answered with {total}"
     # The transport scrubs the key from its texts; an upstream echoing it back is scrubbed here too.
-    text = text.replace(source.api_key, "[key]")
+    text = scrub_key(text, source.api_key, "[key]")
     return level, f"{source.name} ({source.streams_base_url}): {text}."
 
 

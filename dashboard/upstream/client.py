@@ -200,10 +200,14 @@ class UpstreamClient:
 
     def _scrub(self, text: str) -> str:
         """Upstream texts are shown to users; a server echoing the key back must not leak it."""
-        key = self.settings.api_key
-        if key and len(key) >= 4 and key in text:
-            text = text.replace(key, "***")
+        return scrub_key(text, self.settings.api_key)
+
+
+def scrub_key(text: str, key: str, replacement: str = "***") -> str:
+    """`text` without `key`, in any letter case: servers that echo a key often upper- or lower-case it."""
+    if not key or len(key) < 4:
         return text
+    return re.sub(re.escape(key), lambda _match: replacement, text, flags=re.IGNORECASE)
 
 
 def upstream_message(body: bytes) -> str:

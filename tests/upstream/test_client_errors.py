@@ -209,6 +209,19 @@ def test_a_key_echoed_back_by_the_upstream_is_masked() -> None:
     assert KEY not in str(caught.value) and "***" in str(caught.value)
 
 
+@pytest.mark.parametrize("transform", [str.upper, str.lower])
+def test_a_key_echoed_back_in_another_letter_case_is_masked(transform: Callable[[str], str]) -> None:
+    def echo(request: httpx.Request) -> httpx.Response:
+        key = transform(request.headers["X-API-Key"])
+        return httpx.Response(401, json={"message": f"invalid key {key}"})
+
+    client = UpstreamClient("http://upstream.test", _settings(), transport=httpx.MockTransport(echo))
+    with pytest.raises(errors.RejectedKey) as caught:
+        client.get_json("/history", {"limit": 1})
+    assert KEY.lower() not in str(caught.value).lower()
+    assert "invalid key ***" in str(caught.value)
+
+
 def test_a_key_that_cannot_be_a_header_is_refused_without_echoing_it() -> None:
     from dashboard.upstream.client import ClientSettings
 
