@@ -113,7 +113,18 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG and SITE_URL.startswith("https://"))
+_SERVED_OVER_HTTPS = not DEBUG and SITE_URL.startswith("https://")
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _SERVED_OVER_HTTPS)
+# gunicorn speaks plain HTTP, so an https SITE_URL means a proxy terminates TLS; its X-Forwarded-Proto is how
+# Django tells an https request from a plain one (the proxy must set it, overwriting what a client sent).
+if env_bool("SECURE_PROXY_SSL_HEADER", _SERVED_OVER_HTTPS):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _SERVED_OVER_HTTPS)
+# Load balancers probe the health endpoint over plain HTTP and do not follow redirects.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# HSTS covers this host only unless asked; other hosts of the domain may still need plain HTTP.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 86400 if _SERVED_OVER_HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
