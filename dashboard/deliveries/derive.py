@@ -7,7 +7,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from dashboard.deliveries.models import MAX_RETRIES, DeliveryStatus
+from dashboard.deliveries.models import DeliveryStatus
+from dashboard.deliveries.schedule import MAX_RETRIES
 
 
 def delivery_status(error_message: str, retries: int) -> str:

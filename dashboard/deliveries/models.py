@@ -14,11 +14,6 @@ from django.db.models import Q
 
 from dashboard.deliveries.querysets import DeliveryQuerySet, HourlyRollupQuerySet
 
-# The provider's published retry schedule for a failed delivery, in seconds after the first attempt's
-# previous try: 1 min, 10 min, 1 h, 2 h, 6 h, 12 h, 24 h.
-RETRY_SCHEDULE_SECONDS: tuple[int, ...] = (60, 600, 3600, 7200, 21600, 43200, 86400)
-MAX_RETRIES = len(RETRY_SCHEDULE_SECONDS)
-
 
 class SyncErrorKind(models.TextChoices):
     REJECTED_KEY = "rejected_key", "API key rejected"

@@ -16,10 +16,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from itertools import accumulate
 from typing import Any
 
-from dashboard.deliveries.models import MAX_RETRIES, RETRY_SCHEDULE_SECONDS
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, RETRY_SCHEDULE_SECONDS
 
 ERROR_BELOW = 70
 WARN_BELOW = 85
@@ -27,25 +26,6 @@ WARN_BELOW = 85
 WARN_HORIZON_HOURS = 6
 TREND_HOURS = 3
 WINDOW = timedelta(days=7)
-
-# Seconds from the first attempt to attempt k (k = 0 is the first attempt itself).
-ATTEMPT_OFFSETS: tuple[int, ...] = (0, *accumulate(RETRY_SCHEDULE_SECONDS))
-
-
-@dataclass(frozen=True)
-class RetrySchedule:
-    """Where a failing delivery stands on the published schedule, from its first attempt and retries."""
-
-    # The provider's next attempt; None once the schedule is used up.
-    next_retry: datetime | None
-    runs_out: datetime
-
-
-def retry_schedule(first_attempt: datetime, retries: int) -> RetrySchedule:
-    retries = max(0, min(retries, MAX_RETRIES))
-    next_retry = first_attempt + timedelta(seconds=ATTEMPT_OFFSETS[retries + 1]) if retries < MAX_RETRIES else None
-    return RetrySchedule(next_retry, first_attempt + timedelta(seconds=ATTEMPT_OFFSETS[-1]))
-
 
 @dataclass
 class UrlHealth:

@@ -12,7 +12,7 @@ from django import forms
 from django.core.validators import RegexValidator
 from django.utils import timezone
 
-from dashboard.deliveries.models import MAX_RETRIES
+from dashboard.deliveries.schedule import MAX_RETRIES
 from dashboard.deliveries.search import SearchError, SearchTerm, parse_search
 
 RANGES: dict[str, timedelta] = {

@@ -10,8 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dashboard.deliveries.models import MAX_RETRIES
-from dashboard.deliveries.provider_rule import ATTEMPT_OFFSETS
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
 
 
 @dataclass

@@ -17,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import MAX_RETRIES, Delivery, ErrorGroup, HourlyRollup
-from dashboard.deliveries.provider_rule import retry_schedule
+from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
+from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
 from dashboard.web import drilldown
 from dashboard.web.forms import MENU_WINDOW, DeliveryFilterForm, encode_cursor
 from dashboard.web.views.common import bad_filters, render_live

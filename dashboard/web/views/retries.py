@@ -6,8 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import MAX_RETRIES, Delivery, HourlyRollup
-from dashboard.deliveries.provider_rule import ATTEMPT_OFFSETS, retry_schedule
+from dashboard.deliveries.models import Delivery, HourlyRollup
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
 from dashboard.web.forms import RetryStatsForm
 from dashboard.web.retry_stats import retry_rows
 from dashboard.web.views.common import bad_filters

@@ -6,7 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import MAX_RETRIES, Delivery
+from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.schedule import MAX_RETRIES
 from dashboard.deliveries.search import HELP
 from dashboard.web.forms import SearchForm
 from dashboard.web.views.common import bad_filters
