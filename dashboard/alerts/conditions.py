@@ -85,8 +85,7 @@ def any_failure(rule: AlertRule, now: datetime) -> list[Observation]:
     since = now - timedelta(minutes=rule.window_minutes)
     rows = (
         scoped(rule)
-        .failures()
-        .filter(date__gte=since)
+        .failed_attempt_since(since)
         .values("stream_id")
         .annotate(failures=Count("id"), tag=Max("tag"), webhook_url=Max("webhook_url"), first=Min("date"))
         .order_by("stream_id")
@@ -300,7 +299,9 @@ def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[s
         failing = failing.filter(stream_id=observation.stream_id)
     else:
         failing = failing.filter(webhook_url=observation.webhook_url)
-    if observation.since is not None:
+    if observation.since is not None and rule.condition == Condition.ANY_FAILURE:
+        failing = failing.failed_attempt_since(observation.since)
+    elif observation.since is not None:
         failing = failing.filter(date__gte=observation.since)
     groups = list(
         failing.values("error_group")

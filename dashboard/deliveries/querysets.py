@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connection, models
-from django.db.models import Count, F, Q, Sum, Value
+from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
 from dashboard.deliveries.search import SearchTerm
 
 if TYPE_CHECKING:
@@ -74,6 +75,28 @@ class _SliceMixin:
 class DeliveryQuerySet(_SliceMixin, models.QuerySet["Delivery"]):
     def failures(self) -> DeliveryQuerySet:
         return self.exclude(status="delivered")
+
+    def failed_attempt_since(self, since: datetime) -> DeliveryQuerySet:
+        """Failing deliveries whose latest attempt was at or after `since`: the first attempt, or the retry
+        its count places on the published schedule. A stream failing for a day keeps failing its retries
+        long after its deliveries were first sent; this sees those failures too, not only new deliveries."""
+        latest_attempt = Case(
+            When(retries__lte=0, then=F("date")),
+            *(
+                When(retries=k, then=F("date") + timedelta(seconds=ATTEMPT_OFFSETS[k]))
+                for k in range(1, MAX_RETRIES)
+            ),
+            default=F("date") + timedelta(seconds=ATTEMPT_OFFSETS[-1]),
+            output_field=models.DateTimeField(),
+        )
+        # No delivery older than the whole schedule has an attempt this recent; the date bound keeps the
+        # read on the partial index of failing rows.
+        return (
+            self.failures()
+            .filter(date__gte=since - timedelta(seconds=ATTEMPT_OFFSETS[-1]))
+            .alias(latest_attempt=latest_attempt)
+            .filter(latest_attempt__gte=since)
+        )
 
     def still_retrying(self) -> DeliveryQuerySet:
         # Spelled as "not delivered" so the partial index on failed rows serves it.

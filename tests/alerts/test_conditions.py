@@ -23,6 +23,32 @@ from tests.alerts.factories import (
 pytestmark = pytest.mark.django_db
 
 
+def test_any_failure_sees_retries_that_failed_in_the_window() -> None:
+    now = fixed_now()
+    source = make_source()
+    rule = make_rule(window_minutes=5)
+    # Sent 12 min ago: the second retry (1 min + 10 min after the first attempt) failed a minute ago, while
+    # a delivery whose only retry failed 11 min ago, and one that has since succeeded, are outside.
+    store(
+        source,
+        record(now - timedelta(minutes=12), error="certificate has expired", retries=2, block=1),
+        record(now - timedelta(minutes=12), error="certificate has expired", retries=1, block=2),
+        record(now - timedelta(minutes=12), retries=2, block=3),
+        record(now - timedelta(days=2), error="certificate has expired", retries=7, block=4),
+    )
+
+    (seen,) = conditions.observe(rule, now)
+    assert seen.failures == 1
+    details = conditions.describe(rule, seen, now)
+    assert [f["block_number"] for f in details["first_failures"]] == [1]
+    assert conditions.headline(rule, seen, details) == (
+        "stream orders: 1 failed delivery to hooks.example.com — certificate has expired"
+    )
+
+    # Nothing failed in the last 5 minutes once the window moves past that retry.
+    assert conditions.observe(rule, now + timedelta(minutes=5)) == []
+
+
 def test_failure_rate_needs_the_threshold_and_the_minimum_count() -> None:
     now = fixed_now()
     source = make_source()
