@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import forms
-from django.core.validators import RegexValidator
 from django.utils import timezone
 
 from dashboard.deliveries.schedule import MAX_RETRIES
 from dashboard.deliveries.search import SearchError, SearchTerm, parse_search
+from dashboard.upstream.chains import normalize_chain
+from dashboard.upstream.errors import InvalidRequest
 
 RANGES: dict[str, timedelta] = {
     "1h": timedelta(hours=1),
@@ -153,11 +154,7 @@ class DeliveryFilterForm(SliceForm):
     status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
     group = forms.IntegerField(required=False, min_value=1, max_value=2**62)
     error = forms.CharField(required=False, max_length=200)
-    chain = forms.CharField(
-        required=False,
-        max_length=20,
-        validators=[RegexValidator(r"^0[xX][0-9a-fA-F]{1,16}$", "A chain is a hex chain id such as 0x1 or 0x89.")],
-    )
+    chain = forms.CharField(required=False, max_length=20)
     confirmed = forms.ChoiceField(choices=CONFIRMED_CHOICES, required=False)
     retries = forms.IntegerField(
         required=False, min_value=0, max_value=MAX_RETRIES, label="Retries ≥",
@@ -172,7 +169,16 @@ class DeliveryFilterForm(SliceForm):
         return search_term(self.cleaned_data.get("q") or "")
 
     def clean_chain(self) -> str:
-        return (self.cleaned_data.get("chain") or "").lower()
+        text = (self.cleaned_data.get("chain") or "").strip().lower()
+        # Deliveries may come from any chain, so any hex id goes; names are the provider's (eth, polygon, ...).
+        if not text or re.fullmatch(r"0x[0-9a-f]{1,16}", text):
+            return text
+        try:
+            return normalize_chain(text)
+        except InvalidRequest:
+            raise forms.ValidationError(
+                "A chain is a hex chain id such as 0x89 or a name such as eth, polygon or bsc."
+            ) from None
 
     def clean_after(self) -> tuple[datetime, uuid.UUID] | None:
         text = self.cleaned_data.get("after") or ""

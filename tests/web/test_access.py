@@ -50,7 +50,7 @@ def test_a_login_without_the_viewer_role_sees_no_data(client: Client, path: str)
         "/deliveries/?retries=lots",
         "/deliveries/?group=abc",
         "/deliveries/?group=99999999999999999999999",
-        "/deliveries/?chain=ethereum",
+        "/deliveries/?chain=ethereum-classic",
         "/deliveries/?confirmed=maybe",
         "/deliveries/?start=yesterday",
         "/deliveries/?start=99999-01-01",

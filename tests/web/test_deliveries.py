@@ -52,6 +52,8 @@ def test_each_filter_narrows_the_list(plain_source: Source, logged_in_client: Cl
         "error=TIMEOUT": [old],
         "chain=0x89": [failing],
         "chain=0X89": [failing],
+        "chain=polygon": [failing],
+        "chain=Matic": [failing],
         "confirmed=false": [failing],
         "confirmed=true": [ok, old],
         "retries=2": [failing],
