@@ -70,7 +70,7 @@ def test_a_login_without_the_viewer_role_sees_no_data(client: Client, path: str)
         "/errors/?range=forever",
         "/retries/?by=chain",
         "/retries/?range=custom&start=soon",
-        "/search/?q=%3Cscript%3Ealert(1)%3C/script%3E",
+        "/search/?q=0x%3Cscript%3Ealert(1)%3C/script%3E",
         "/search/?q=0x123",
     ],
 )

@@ -8,7 +8,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard.deliveries.models import ErrorGroup, Source
-from tests.web.conftest import ADDR, STREAM_B, TX, URL_B, record, store
+from tests.web.conftest import ADDR, STREAM_A, STREAM_B, TX, URL_B, record, store
 
 pytestmark = pytest.mark.django_db
 
@@ -98,9 +98,28 @@ def test_search_finds_deliveries_through_search_keys(
 
 
 def test_a_bad_search_explains_what_is_expected(logged_in_client: Client) -> None:
-    response = logged_in_client.get("/search/?q=not-a-hash")
-    assert response.status_code == 400
-    assert "is not a search key" in response.content.decode()
+    for q in ("0x123", "12345678901234567890123", "tx:nothing"):
+        response = logged_in_client.get("/search/", {"q": q})
+        assert response.status_code == 400, q
+        assert "is not a search key" in response.content.decode(), q
+
+
+def test_ids_and_error_text_in_the_search_box_lead_to_the_delivery_or_the_list(
+    plain_source: Source, logged_in_client: Client
+) -> None:
+    (delivery,) = store(plain_source, record(error="certificate has expired", retries=1))
+
+    response = logged_in_client.get("/search/", {"q": str(delivery.pk).upper()})
+    assert response.status_code == 302 and response["Location"] == f"/deliveries/{delivery.pk}/"
+    response = logged_in_client.get("/search/", {"q": STREAM_A})
+    assert response.status_code == 302 and response["Location"] == f"/deliveries/?stream={STREAM_A}"
+    response = logged_in_client.get("/search/", {"q": "certificate has  expired"}, follow=True)
+    assert [d.pk for d in response.context["deliveries"]] == [delivery.pk]
+    assert response.redirect_chain == [("/deliveries/?status=failing&error=certificate+has+expired", 302)]
+
+    # An id nobody has is no key either: the page says what the box takes.
+    response = logged_in_client.get("/search/", {"q": "00000000-0000-4000-8000-000000000000"})
+    assert response.status_code == 400 and "is not a search key" in response.content.decode()
 
 
 def test_the_list_of_an_error_group_names_it(plain_source: Source, logged_in_client: Client) -> None:

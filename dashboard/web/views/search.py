@@ -1,24 +1,47 @@
-"""One box for a tx hash, an address, a topic or a block number, answered from the indexed search keys."""
+"""One box for a tx hash, an address, a topic or a block number, answered from the indexed search keys; a
+delivery or stream id, or error text, leads to that delivery or to the filtered list."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.models import Delivery, Stream
 from dashboard.deliveries.schedule import MAX_RETRIES
-from dashboard.deliveries.search import HELP
+from dashboard.deliveries.search import HELP, SearchError, parse_admin_search
 from dashboard.web.forms import SearchForm
 from dashboard.web.views.common import bad_filters
 
 RESULTS = 100
 
 
+def _jump(text: str) -> str | None:
+    """Where input that is no payload key leads, read as the admin's search box reads it: a delivery id to
+    that delivery, a stream id to its deliveries, words to the failures with that error text."""
+    try:
+        term = parse_admin_search(text)
+    except SearchError:
+        return None
+    if term.kind in ("uuid", "delivery") and Delivery.objects.filter(pk=term.value).exists():
+        return reverse("web:delivery", args=[term.value])
+    if term.kind in ("uuid", "stream") and Stream.objects.filter(stream_id=term.value).exists():
+        return f"{reverse('web:deliveries')}?{urlencode({'stream': term.value})}"
+    if term.kind == "error":
+        return f"{reverse('web:deliveries')}?{urlencode({'status': 'failing', 'error': term.value})}"
+    return None
+
+
 @viewer_required
 def search(request: HttpRequest) -> HttpResponse:
     form = SearchForm(request.GET)
     if not form.is_valid():
+        target = _jump(request.GET.get("q", ""))
+        if target is not None:
+            return redirect(target)
         return bad_filters(request, form, title="Search", nav="search")
     term = form.cleaned_data["q"]
     results: list[Delivery] = []
