@@ -111,5 +111,7 @@ class CreatorsWorld:
                 "token_data_id_hash": entropy.hex_bytes(r, 32)[2:],
                 "uri_mutable": r.random() < 0.2,
             }
+            # A token's supply never passes its maximum (1 for a one-of-one edition).
+            item["supply"] = str(min(int(item["supply"]), int(item["maximum"])))
             out.append(CreatorToken(version, item))
         return tuple(out)

@@ -119,3 +119,12 @@ def test_a_bearer_token_is_used_when_the_key_header_is_empty_and_whitespace_is_n
     assert connection.getresponse().status == 200
     connection.close()
     assert httpx.get(url, headers={"X-API-Key": "", "Authorization": "Bearer"}).status_code == 401
+
+
+def test_no_token_has_a_supply_above_its_maximum(http: httpx.Client) -> None:
+    items = []
+    for network in ("mainnet", "testnet"):
+        body = creators(http, f"limit=100&creator_addresses={A}&creator_addresses={B}", network).json()
+        items.extend(body["result"])
+    assert any(item["maximum"] == "1" for item in items), "the world should hold one-of-one editions"
+    assert all(int(item["supply"]) <= int(item["maximum"]) for item in items)
