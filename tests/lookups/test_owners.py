@@ -75,6 +75,10 @@ def test_every_parameter_reaches_the_upstream_as_the_contract_says(
     assert re.search(r'<img class="thumb js-thumb" src="https?://', html)
     # The total, because the page asks for it (disable_total=false).
     assert re.search(r'<strong class="js-total">\d+</strong> tokens? in total', html)
+    # Each owner links to the deliveries that mention it and to the chain's explorer.
+    owner = re.search(r'href="/search/\?q=(0x[0-9a-f]{40})"', html)
+    assert owner is not None
+    assert f"https://polygonscan.com/address/{owner.group(1)}" in html
 
 
 def test_thumbnails_come_from_the_simulators_media_cdn_and_load(

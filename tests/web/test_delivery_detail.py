@@ -28,6 +28,8 @@ def test_it_shows_summary_tables_and_links(
     assert "https://etherscan.io/block/18400123" in body
     assert f"/search/?q={TX}" in body
     assert f"/lookups/owners/?address={NFT}&amp;chain=0x1" in body
+    # The same block number on another chain is another block: the link keeps to this chain.
+    assert "/deliveries/?q=block:18400123&amp;chain=0x1" in body
     assert "balance=42" in body  # log triggers
     assert "Transfer(address indexed from)" in body
     assert "Next attempt" in body and "The schedule runs out" in body
