@@ -97,7 +97,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "web:overview"
-LOGOUT_REDIRECT_URL = "login"
+LOGOUT_REDIRECT_URL = "/accounts/login/?logged_out=1"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
