@@ -112,6 +112,6 @@ class CreatorsWorld:
                 "uri_mutable": r.random() < 0.2,
             }
             # A token's supply never passes its maximum (1 for a one-of-one edition).
-            item["supply"] = str(min(int(item["supply"]), int(item["maximum"])))
+            item["supply"] = str(min(int(str(item["supply"])), int(str(item["maximum"]))))
             out.append(CreatorToken(version, item))
         return tuple(out)
