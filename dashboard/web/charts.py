@@ -108,6 +108,8 @@ class BarChart:
     delivered: int = 0
     failed: int = 0
     empty: bool = True
+    # Where the first bucket starts: whole buckets reach a little further back than the range itself.
+    start: datetime | None = None
 
 
 def _label(moment: datetime, step: timedelta, span: timedelta) -> str:
@@ -128,6 +130,7 @@ def bar_chart(
     chart = BarChart(width=width, height=height, plot_left=left, plot_bottom=height - bottom)
     if not buckets:
         return chart
+    chart.start = buckets[0].start
     plot_w = width - left - right
     plot_h = height - top - bottom
     peak = nice_ceiling(max(b.total for b in buckets))

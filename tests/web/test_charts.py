@@ -19,8 +19,12 @@ def test_a_week_is_labelled_at_midnights() -> None:
 
 
 def test_a_day_is_labelled_every_three_hours_on_the_clock() -> None:
-    labels = _labels(datetime(2026, 11, 22, 18, 20, tzinfo=UTC), timedelta(hours=24))
+    start = datetime(2026, 11, 22, 18, 20, tzinfo=UTC)
+    labels = _labels(start, timedelta(hours=24))
     assert labels == ["18:00", "21:00", "00:00", "03:00", "06:00", "09:00", "12:00", "15:00"]
+    # Whole hourly buckets start at 18:00, before the range does; the chart says where.
+    buckets = fill_buckets([], start, start + timedelta(hours=24), timedelta(hours=1))
+    assert bar_chart(buckets, lambda b, status: "#").start == datetime(2026, 11, 22, 18, 0, tzinfo=UTC)
 
 
 def test_an_hour_is_labelled_every_ten_minutes() -> None:
