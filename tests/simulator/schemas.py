@@ -11,7 +11,9 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-OPENAPI_DIR = Path("/work/shared/upstream/openapi")
+# The provider's published OpenAPI files (from its Python SDK), kept beside the tests so that the suite needs
+# nothing outside the repository.
+OPENAPI_DIR = Path(__file__).resolve().parent / "openapi"
 
 # Keys the contract says real payloads carry beyond the published (older) payload schema, whose
 # additionalProperties is false. They are validated as present-and-JSON, nothing more.
