@@ -215,7 +215,7 @@ def demo(args: argparse.Namespace) -> int:
         )
         start(
             "worker",
-            [PYTHON, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "INFO", "--concurrency", "2"],
+            [PYTHON, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "WARNING", "--concurrency", "2"],
         )
         start(
             "beat",
