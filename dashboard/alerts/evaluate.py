@@ -22,7 +22,10 @@ from dashboard.alerts.models import (
     Incident,
     Notification,
     NotificationStatus,
+    TargetKind,
 )
+from dashboard.deliveries import sync
+from dashboard.deliveries.models import Source, Stream
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,10 @@ def evaluate_rule(rule: AlertRule, now: datetime) -> list[int]:
     for key, incident in open_incidents.items():
         if key in holding:
             continue
+        if polling_is_failing(incident, now):
+            # No new deliveries are coming in: the target is unseen, not clear. It stays open (the poller-stale
+            # rule speaks for the silence) and is judged again on fresh data.
+            continue
         if incident.clear_since is None:
             Incident.objects.filter(pk=incident.pk, clear_since__isnull=True).update(clear_since=now)
         elif now - incident.clear_since >= rule.grace:
@@ -71,6 +78,19 @@ def evaluate_rule(rule: AlertRule, now: datetime) -> list[int]:
             if notification is not None and notification.status == NotificationStatus.PENDING:
                 to_send.append(notification.pk)
     return to_send
+
+
+def polling_is_failing(incident: Incident, now: datetime) -> bool:
+    """Whether a source the incident's deliveries come from is stale or failing (the sync banner's rule)."""
+    if incident.target_kind == TargetKind.SOURCE:
+        return False
+    streams = Stream.objects.all()
+    if incident.target_kind == TargetKind.STREAM:
+        streams = streams.filter(stream_id=incident.target_key)
+    else:
+        streams = streams.filter(webhook_urls__contains=[incident.target_key])
+    sources = Source.objects.filter(enabled=True, pk__in=streams.values("source"))
+    return any(sync.problem_of(source, now) is not None for source in sources)
 
 
 def in_cooldown(rule: AlertRule, target_key: str, now: datetime) -> bool:

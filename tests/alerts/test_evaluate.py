@@ -10,6 +10,7 @@ from django.core import mail as outbox
 from dashboard.alerts import evaluate
 from dashboard.alerts.mail import send_notification
 from dashboard.alerts.models import Incident, Notification, NotificationKind, NotificationStatus
+from dashboard.deliveries.models import Source
 from tests.alerts.factories import (
     HOOK,
     REFUSED,
@@ -148,6 +149,30 @@ def test_it_resolves_after_the_grace_period_with_a_mail_in_the_same_thread() -> 
     # The failures left the window but the provider is still retrying them: the resolution says so.
     assert "3 deliveries that failed earlier are still on the provider's retry schedule" in resolution.body
     assert "status=failing" in resolution.body
+
+
+def test_a_silent_poller_holds_an_incident_open_instead_of_resolving_it() -> None:
+    now = fixed_now()
+    source = make_source()
+    make_rule(window_minutes=5, grace_minutes=10)
+    failures(source, now, 3)
+    run(now)
+
+    # The poller stops: no new deliveries arrive, so none fail either. That is not a recovery.
+    Source.objects.filter(pk=source.pk).update(last_success_at=now)
+    run(now + timedelta(minutes=6))
+    run(now + timedelta(minutes=30))
+    incident = Incident.objects.get()
+    assert incident.is_open and incident.clear_since is None
+    assert [m.subject.split("]")[0] for m in outbox.outbox] == ["[FAILING"]
+
+    # Polling works again and the stream stays clear: the grace period runs from there.
+    for minutes in (45, 55):
+        Source.objects.filter(pk=source.pk).update(last_success_at=now + timedelta(minutes=minutes))
+        run(now + timedelta(minutes=minutes))
+    incident.refresh_from_db()
+    assert incident.resolved_at == now + timedelta(minutes=55)
+    assert [m.subject.split("]")[0] for m in outbox.outbox] == ["[FAILING", "[RESOLVED"]
 
 
 def test_a_new_failure_inside_the_cooldown_opens_nothing() -> None:
