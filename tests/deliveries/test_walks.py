@@ -40,6 +40,26 @@ from tests.deliveries.support import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _manage(*args: str, **env: str) -> subprocess.Popen[str]:
+    """A manage.py command in a child process on the test database, its output (both streams) as text."""
+    environment = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
+                   "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1", **env}
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def _wait_for_backfill_pages(source: Source, pages: int, child: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        walk = HistoryWalk.objects.filter(source=source, kind="backfill").first()
+        if walk is not None and walk.pages >= pages:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the backfill did not progress: {child.stdout.read() if child.stdout else ''}")
+
+
 @pytest.mark.django_db
 def test_the_first_poll_stores_the_whole_history_and_marks_it_synced(sim: Any, sim_source: Source) -> None:
     result = poll(sim_source)
@@ -93,24 +113,14 @@ def test_ctrl_c_stops_a_backfill_with_a_word_not_a_traceback(make_simulator: Any
     sim = make_simulator(history_window_days=3)
     source = make_source(sim)
     sim.world.faults.latency_ms = 120
-    env = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
-           "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1"}
     # Another poll holds the source: the command says it waits instead of sitting silent.
     _redis().set(f"lock:{source_lock_name(source.pk)}", "another-poll", ex=60)
-    child = subprocess.Popen(
-        [sys.executable, "manage.py", "backfill_history", "--source", source.name, "--no-progress"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    child = _manage("backfill_history", "--source", source.name, "--no-progress")
     try:
         assert child.stdout is not None
         assert "a poll of this source is running; waiting up to 300 s" in child.stdout.readline()
         _redis().delete(f"lock:{source_lock_name(source.pk)}")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            walk = HistoryWalk.objects.filter(source=source, kind="backfill").first()
-            if walk is not None and walk.pages >= 2:
-                break
-            time.sleep(0.05)
+        _wait_for_backfill_pages(source, 2, child)
         child.send_signal(signal.SIGINT)
         output, _ = child.communicate(timeout=30)
     finally:
@@ -127,12 +137,7 @@ def test_ctrl_c_stops_a_backfill_with_a_word_not_a_traceback(make_simulator: Any
 def test_ctrl_c_stops_the_polling_loop_with_a_word(make_simulator: Any) -> None:
     sim = make_simulator()
     source = make_source(sim)
-    env = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
-           "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1", "POLL_INTERVAL_SECONDS": "1"}
-    child = subprocess.Popen(
-        [sys.executable, "manage.py", "poll_history", "--source", source.name],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    child = _manage("poll_history", "--source", source.name, POLL_INTERVAL_SECONDS="1")
     try:
         assert child.stdout is not None
         # The command's own report of its first poll (log lines come first).
@@ -220,21 +225,9 @@ def test_a_backfill_killed_mid_walk_resumes_without_refetching(make_simulator: A
     source = make_source(sim)
     pages_total = -(-len(truth(sim)) // 100)
     sim.world.faults.latency_ms = 120
-    env = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
-           "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1"}
-    child = subprocess.Popen(
-        [sys.executable, "manage.py", "backfill_history", "--source", source.name, "--no-progress"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
+    child = _manage("backfill_history", "--source", source.name, "--no-progress")
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            walk = HistoryWalk.objects.filter(source=source, kind="backfill").first()
-            if walk is not None and walk.pages >= 3:
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail(f"the backfill did not progress: {child.stdout.read() if child.stdout else ''}")
+        _wait_for_backfill_pages(source, 3, child)
         child.send_signal(signal.SIGKILL)
         child.wait(10)
     finally:
