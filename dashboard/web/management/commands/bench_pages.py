@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import Client
 
-from dashboard.accounts.roles import VIEWERS
+from dashboard.accounts.roles import VIEWERS, assign_role
 from dashboard.deliveries.models import Delivery
 
 PAGES = (
@@ -95,7 +95,7 @@ class Command(BaseCommand):
 
 def _viewer() -> User:
     user, _ = User.objects.get_or_create(username="bench-pages-viewer")
-    user.groups.add(Group.objects.get(name=VIEWERS))
+    assign_role(user, VIEWERS)
     return user
 
 
