@@ -8,9 +8,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from dashboard.deliveries.locks import _redis
-from dashboard.deliveries.models import Source
-from dashboard.deliveries.sync import lag, problem_of
+from dashboard.polling.locks import redis_client
+from dashboard.sources.models import Source
 
 
 @require_GET
@@ -25,15 +24,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
         ok = False
         checks["database"] = f"error: {type(exc).__name__}"
     try:
-        _redis().ping()
+        redis_client().ping()
         checks["redis"] = "ok"
     except Exception as exc:  # noqa: BLE001
         ok = False
         checks["redis"] = f"error: {type(exc).__name__}"
     sources = []
     if checks["database"] == "ok":
-        for source in Source.objects.filter(enabled=True):
-            problem = problem_of(source)
+        for source in Source.objects.enabled():
+            problem = source.problem()
             sources.append(
                 {
                     "name": source.name,
@@ -45,7 +44,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
                     ),
                     "consecutive_failures": source.consecutive_failures,
                     "last_error_kind": source.last_error_kind,
-                    "lag_seconds": int(source_lag.total_seconds()) if (source_lag := lag(source)) else None,
+                    "lag_seconds": int(source_lag.total_seconds()) if (source_lag := source.lag()) else None,
                     "records_last_poll": source.records_last_poll,
                     "key_rejected": source.key_rejected_at is not None,
                 }

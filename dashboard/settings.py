@@ -37,10 +37,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "dashboard.accounts",
+    # In the order data flows: sources -> stored deliveries -> polling -> alerts, pages and lookups.
+    "dashboard.sources",
     "dashboard.deliveries",
-    "dashboard.web",
+    "dashboard.polling",
     "dashboard.alerts",
+    "dashboard.web",
     "dashboard.lookups",
+    "dashboard.devtools",
 ]
 
 MIDDLEWARE = [
@@ -67,7 +71,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "dashboard.deliveries.context_processors.sync_banner",
+                "dashboard.web.context_processors.sync_banner",
             ],
         },
     },
@@ -190,12 +194,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
     "poll-history-head": {
-        "task": "dashboard.deliveries.tasks.poll_all_sources",
+        "task": "dashboard.polling.tasks.poll_all_sources",
         "schedule": float(POLL_INTERVAL_SECONDS),
         "options": {"expires": float(POLL_INTERVAL_SECONDS)},
     },
     "enforce-retention": {
-        "task": "dashboard.deliveries.tasks.enforce_retention",
+        "task": "dashboard.polling.tasks.enforce_retention",
         "schedule": 3600.0,
         "options": {"expires": 3600.0},
     },

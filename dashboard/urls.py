@@ -1,7 +1,8 @@
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from dashboard import health
 
@@ -15,6 +16,11 @@ urlpatterns = [
     path("lookups/", include("dashboard.lookups.urls")),
     path("alerts/", include("dashboard.alerts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
+    # Sources moved from the deliveries app to their own; old admin bookmarks still lead there.
+    re_path(
+        r"^admin/deliveries/source/(?P<rest>.*)$",
+        RedirectView.as_view(url="/admin/sources/source/%(rest)s", permanent=True, query_string=True),
+    ),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     # Browsers ask for it on every page that names no icon (the admin, raw JSON); public like the CSS.

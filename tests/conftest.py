@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -27,16 +28,9 @@ def simulator() -> Iterator[Any]:
 
 @pytest.fixture
 def source(db: None, simulator: Any) -> Any:
-    from dashboard.deliveries.models import Source
+    from tests.factories import make_source
 
-    return Source.objects.create(
-        name="simulator",
-        api_key=SIMULATOR_KEY,
-        streams_base_url=simulator.base_url,
-        evm_base_url=simulator.base_url,
-        aptos_mainnet_base_url=f"{simulator.base_url}/aptos/mainnet",
-        aptos_testnet_base_url=f"{simulator.base_url}/aptos/testnet",
-    )
+    return make_source("simulator", base_url=simulator.base_url, api_key=SIMULATOR_KEY)
 
 
 def make_user(username: str = "alice", *, staff: bool = False, role: str | None = "Viewers") -> User:
@@ -63,3 +57,58 @@ def logged_in_client(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+# A private simulator per test, for tests that turn its clock and fault knobs freely.
+START = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def make_simulator() -> Iterator[Callable[..., Any]]:
+    from dashboard.simulator.config import SimulatorConfig
+    from dashboard.simulator.server import serve_in_thread
+
+    running: list[Any] = []
+
+    def make(**overrides: Any) -> Any:
+        config = {"host": "127.0.0.1", "port": 0, "api_key": SIMULATOR_KEY, "seed": 11, "speed": 0,
+                  "start": START, "history_window_days": 2}
+        config.update(overrides)
+        sim = serve_in_thread(SimulatorConfig(**config))
+        running.append(sim)
+        return sim
+
+    yield make
+    for sim in running:
+        sim.stop()
+
+
+@pytest.fixture
+def sim(make_simulator: Callable[..., Any]) -> Any:
+    return make_simulator()
+
+
+@pytest.fixture
+def sim_source(db: None, sim: Any) -> Any:
+    """A source reading the test's own simulator."""
+    from tests.factories import source_for
+
+    return source_for(sim)
+
+
+@pytest.fixture
+def fast_upstream(settings: Any) -> None:
+    # Quick retries so fault tests stay fast; the behaviour is the same as with production values.
+    settings.UPSTREAM_MAX_RETRIES = 3
+    settings.UPSTREAM_READ_TIMEOUT = 2
+    settings.UPSTREAM_CONNECT_TIMEOUT = 2
+
+
+@pytest.fixture
+def no_stale_locks() -> None:
+    from dashboard.polling.locks import redis_client
+
+    redis_client.cache_clear()
+    client = redis_client()
+    for key in client.scan_iter("lock:*"):
+        client.delete(key)

@@ -17,15 +17,10 @@ from urllib.parse import urlsplit
 from django.db.models import Count, Max, Min, Q
 
 from dashboard.alerts.models import AlertRule, Condition, Scope, TargetKind
-from dashboard.deliveries import provider_rule
-from dashboard.deliveries.models import (
-    Delivery,
-    DeliveryQuerySet,
-    DeliveryStatus,
-    ErrorGroup,
-    HourlyRollup,
-    Source,
-)
+from dashboard.deliveries import url_health
+from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup
+from dashboard.deliveries.status import DeliveryStatus
+from dashboard.sources.models import Source
 
 # Streams or URLs with no failure this recent cannot satisfy consecutive or error-state conditions.
 FAILURE_LOOKBACK = timedelta(hours=32)
@@ -194,9 +189,7 @@ def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
     )
     if not urls:
         return []
-    since = (now - provider_rule.WINDOW).replace(minute=0, second=0, microsecond=0)
-    rollups = HourlyRollup.objects.between(since, None).filter(webhook_url__in=urls)
-    healths = provider_rule.replay(rollups.attempts_by_url(), now)
+    healths = url_health.url_health_now(now, urls)
     found = []
     for url in urls:
         health = healths.get(url)
@@ -214,7 +207,7 @@ def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
                 failures=health.failed_attempts,
                 total=health.attempts,
                 rate=float(health.rate),
-                since=since,
+                since=HourlyRollup.hour_of(now - url_health.WINDOW),
             )
         )
     return found
@@ -223,7 +216,7 @@ def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
 def poller_stale(rule: AlertRule, now: datetime) -> list[Observation]:
     limit = timedelta(minutes=rule.stale_minutes)
     found = []
-    for source in Source.objects.filter(enabled=True).order_by("id"):
+    for source in Source.objects.enabled().order_by("id"):
         reference = source.last_success_at or source.created_at
         if now - reference > limit:
             found.append(
@@ -364,7 +357,7 @@ def headline(rule: AlertRule, observation: Observation, details: dict[str, Any])
     if rule.condition == Condition.ERROR_STATE_RISK:
         text = (
             f"stream {observation.label}: modelled success rate {observation.rate:.0f} % for {host} "
-            f"(error state below {provider_rule.ERROR_BELOW} %)"
+            f"(error state below {url_health.ERROR_BELOW} %)"
         )
     elif rule.condition == Condition.FAILURE_RATE:
         text = (

@@ -24,8 +24,8 @@ from dashboard.alerts.models import (
     NotificationStatus,
     TargetKind,
 )
-from dashboard.deliveries import sync
-from dashboard.deliveries.models import Source, Stream
+from dashboard.deliveries.models import Stream
+from dashboard.sources.models import Source
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def polling_is_failing(incident: Incident, now: datetime) -> bool:
     else:
         streams = streams.filter(webhook_urls__contains=[incident.target_key])
     sources = Source.objects.filter(enabled=True, pk__in=streams.values("source"))
-    return any(sync.problem_of(source, now) is not None for source in sources)
+    return any(source.problem(now) is not None for source in sources)
 
 
 def in_cooldown(rule: AlertRule, target_key: str, now: datetime) -> bool:

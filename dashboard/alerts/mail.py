@@ -14,13 +14,14 @@ from datetime import datetime, timedelta
 from email.header import Header
 from email.utils import make_msgid
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -33,7 +34,9 @@ from dashboard.alerts.models import (
     NotificationStatus,
     TargetKind,
 )
-from dashboard.deliveries.models import Delivery, Source
+from dashboard.deliveries.links import deliveries_list_query, deliveries_list_url
+from dashboard.deliveries.models import Delivery
+from dashboard.sources.models import Source
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +71,13 @@ def render_mail(name: str, context: dict[str, Any]) -> RenderedMail:
     )
 
 
-def absolute(path: str, **query: Any) -> str:
-    params = {k: v for k, v in query.items() if v not in (None, "")}
-    return f"{settings.SITE_URL}{path}" + (f"?{urlencode(params)}" if params else "")
+def absolute(path: str) -> str:
+    """A path of this site (from reverse() or get_absolute_url()) as the link a mail reader can follow."""
+    return f"{settings.SITE_URL}{path}"
+
+
+def alerts_link() -> str:
+    return absolute(reverse("alerts:rules"))
 
 
 def new_message_id() -> str:
@@ -85,12 +92,13 @@ def status_word(incident: Incident) -> str:
     return "FAILING"
 
 
-# The deliveries list's query parameters (dashboard/web/forms.py DeliveryFilterForm). "failing" is what the
-# conditions count: retrying or failed, since most deliveries of an incident are still being retried.
+# The deliveries list's status filter that matches what the conditions count: retrying or failed, since
+# most deliveries of an incident are still being retried.
 FAILING = "failing"
 
 
 def _target_filter(incident: Incident) -> dict[str, str]:
+    """The deliveries list's filters (see dashboard.deliveries.links) selecting an incident's target."""
     if incident.target_kind == TargetKind.STREAM:
         return {"stream": incident.stream_id}
     if incident.target_kind == TargetKind.WEBHOOK_URL:
@@ -103,27 +111,28 @@ def deliveries_queries(incident: Incident) -> dict[str, str]:
     target = _target_filter(incident)
     if not target:
         return {}
-    return {"failed": urlencode({**target, "status": FAILING}), "all": urlencode(target)}
+    return {"failed": deliveries_list_query(**target, status=FAILING), "all": deliveries_list_query(**target)}
 
 
 def incident_links(incident: Incident) -> dict[str, Any]:
     """Absolute links to the filtered dashboard views an incident concerns."""
-    queries = deliveries_queries(incident)
-    if not queries:
-        return {"incident": absolute(f"/alerts/incidents/{incident.pk}/"), "alerts": absolute("/alerts/")}
-    return {
-        "failed": f"{settings.SITE_URL}/deliveries/?{queries['failed']}",
-        "all": f"{settings.SITE_URL}/deliveries/?{queries['all']}",
-        "incident": absolute(f"/alerts/incidents/{incident.pk}/"),
-        "alerts": absolute("/alerts/"),
-    }
+    links = {"incident": absolute(incident.get_absolute_url()), "alerts": alerts_link()}
+    target = _target_filter(incident)
+    if target:
+        links["failed"] = absolute(deliveries_list_url(**target, status=FAILING))
+        links["all"] = absolute(deliveries_list_url(**target))
+    return links
+
+
+def _group_link(target: dict[str, str], group_id: int) -> str:
+    return absolute(deliveries_list_url(**target, status=FAILING, group=group_id))
 
 
 def _incident_context(incident: Incident) -> dict[str, Any]:
     details = dict(incident.details)
     target = _target_filter(incident)
     details["error_groups"] = [
-        {**g, "url": absolute("/deliveries/", **target, status=FAILING, group=g["id"]) if g.get("id") else ""}
+        {**g, "url": _group_link(target, g["id"]) if g.get("id") else ""}
         for g in details.get("error_groups", [])
     ]
     for key in ("since", "last_success_at"):
@@ -230,7 +239,7 @@ def create_resolved(incident: Incident, now: datetime) -> Notification:
 
 
 def create_test(rule: AlertRule, now: datetime, recipients: list[str] | None = None) -> Notification:
-    mail = render_mail("test", {"rule": rule, "links": {"alerts": absolute("/alerts/")}, "now": now})
+    mail = render_mail("test", {"rule": rule, "links": {"alerts": alerts_link()}, "now": now})
     return _create(rule, NotificationKind.TEST, mail, now, recipients=recipients)
 
 
@@ -255,7 +264,7 @@ def digest_context(
             for n in held
         ],
         "now": now,
-        "links": {"alerts": absolute("/alerts/")},
+        "links": {"alerts": alerts_link()},
     }
 
 
@@ -445,5 +454,5 @@ def preview(name: str, now: datetime | None = None) -> RenderedMail:
         ]
         return render_mail(name, digest_context(rule, [incident], held, now))
     if name == "test":
-        return render_mail(name, {"rule": rule, "links": {"alerts": absolute("/alerts/")}, "now": now})
+        return render_mail(name, {"rule": rule, "links": {"alerts": alerts_link()}, "now": now})
     raise ValueError(f"no preview for {name!r}")

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 
 class Scope(models.TextChoices):
@@ -177,6 +178,9 @@ class Incident(models.Model):
 
     def __str__(self) -> str:
         return self.summary
+
+    def get_absolute_url(self) -> str:
+        return reverse("alerts:incident", args=[self.pk])
 
     @property
     def is_open(self) -> bool:

@@ -13,26 +13,21 @@ from datetime import timedelta
 from typing import Any
 
 import orjson
-from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
-from django.urls import NoReverseMatch, path, reverse
+from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from dashboard.deliveries.models import Delivery, ErrorGroup, Source, Stream
+from dashboard.deliveries.models import Delivery, ErrorGroup, Stream
 from dashboard.deliveries.search import ADMIN_HELP, SearchError, parse_admin_search, search_deliveries
-from dashboard.upstream import errors
-from dashboard.upstream.client import ClientSettings, UpstreamClient, scrub_key
-from dashboard.upstream.history import fetch_history_page
+from dashboard.upstream.chains import find_chain
 
 # --- Counting without COUNT(*) -------------------------------------------------------------------------
 
@@ -105,20 +100,9 @@ class TagFilter(admin.SimpleListFilter):
         return queryset.filter(tag=self.value()) if self.value() else queryset
 
 
-KNOWN_CHAINS = {
-    "0x1": "Ethereum",
-    "0x5": "Goerli",
-    "0xaa36a7": "Sepolia",
-    "0x89": "Polygon",
-    "0x13881": "Mumbai",
-    "0x38": "BNB Chain",
-    "0x61": "BNB testnet",
-    "0xa86a": "Avalanche",
-    "0xfa": "Fantom",
-    "0x2a15c308d": "Palm",
-    "0x19": "Cronos",
-    "0xa4b1": "Arbitrum",
-}
+def chain_label(chain_id: str) -> str:
+    chain = find_chain(chain_id)
+    return f"{chain.display_name} ({chain_id})" if chain is not None else chain_id
 
 
 class ChainFilter(admin.SimpleListFilter):
@@ -129,7 +113,7 @@ class ChainFilter(admin.SimpleListFilter):
         chains: set[str] = set()
         for chain_ids in Stream.objects.values_list("chain_ids", flat=True)[:1000]:
             chains.update(chain_ids or ())
-        return [(c, f"{KNOWN_CHAINS[c]} ({c})" if c in KNOWN_CHAINS else c) for c in sorted(chains)]
+        return [(c, chain_label(c)) for c in sorted(chains)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(chain_id=self.value()) if self.value() else queryset
@@ -158,13 +142,6 @@ class DeliveryChangeList(ChangeList):
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         # Payloads are most of a row's bytes; the list never shows them.
         return super().get_queryset(request, exclude_parameters).defer("payload", "tiny_payload", "search_keys")
-
-
-def dashboard_url(delivery: Delivery) -> str:
-    try:
-        return reverse("web:delivery", args=[delivery.pk])
-    except NoReverseMatch:
-        return f"/deliveries/{delivery.pk}/"
 
 
 def pretty_json(value: Any) -> str:
@@ -249,7 +226,7 @@ class DeliveryAdmin(admin.ModelAdmin):
 
     @admin.display(description="dashboard")
     def dashboard_link(self, obj: Delivery) -> str:
-        return format_html('<a href="{}">open in the dashboard</a>', dashboard_url(obj))
+        return format_html('<a href="{}">open in the dashboard</a>', obj.get_absolute_url())
 
     @admin.display(description="error group")
     def error_group_link(self, obj: Delivery) -> str:
@@ -297,130 +274,3 @@ class ErrorGroupAdmin(admin.ModelAdmin):
     def deliveries_link(self, obj: ErrorGroup) -> str:
         url = reverse("admin:deliveries_delivery_changelist") + f"?error_group__id__exact={obj.pk}"
         return format_html('<a href="{}">show deliveries</a>', url)
-
-
-# --- Sources ----------------------------------------------------------------------------------------------
-
-
-class SourceForm(forms.ModelForm):
-    """The API key is write-only: typed into a password field, never rendered back, not even masked."""
-
-    new_api_key = forms.CharField(
-        label="API key",
-        required=False,
-        strip=True,
-        max_length=512,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-    )
-
-    # Declared to pick https for addresses typed without a scheme.
-    streams_base_url = forms.URLField(max_length=300, assume_scheme="https")
-    evm_base_url = forms.URLField(max_length=300, assume_scheme="https")
-    aptos_mainnet_base_url = forms.URLField(max_length=300, assume_scheme="https")
-    aptos_testnet_base_url = forms.URLField(max_length=300, assume_scheme="https")
-
-    class Meta:
-        model = Source
-        fields = ("name", "streams_base_url", "evm_base_url", "aptos_mainnet_base_url", "aptos_testnet_base_url",
-                  "enabled")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        field = self.fields["new_api_key"]
-        if self.instance.pk and self.instance.api_key:
-            field.help_text = "A key is stored. Leave this empty to keep it; type a new key to replace it."
-        elif self.instance.pk:
-            field.help_text = "No key is stored: the poller cannot read this source until one is entered."
-        else:
-            field.required = True
-        if self.instance.is_default:
-            field.help_text += (
-                " This source is made from the MORALIS_* environment variables, which win at the next start."
-            )
-
-    def save(self, commit: bool = True) -> Source:
-        source: Source = super().save(commit=False)
-        new_key = self.cleaned_data.get("new_api_key")
-        if new_key and new_key != source.api_key:
-            source.api_key = new_key
-            # A new key deserves a fresh try at once.
-            source.key_rejected_at = None
-            source.backoff_until = None
-        if commit:
-            source.save()
-        return source
-
-
-def test_connection(source: Source) -> tuple[int, str]:
-    """Ask the streams host for one history record; return a message level and the answer in words."""
-    if not source.api_key:
-        return messages.WARNING, f"{source.name}: no API key is stored, nothing was sent."
-    settings = ClientSettings(api_key=source.api_key, connect_timeout=5, read_timeout=10, max_retries=0,
-                              total_timeout=20)
-    try:
-        with UpstreamClient(source.streams_base_url, settings) as client:
-            page = fetch_history_page(client, limit=1)
-    except errors.RejectedKey as exc:
-        level, text = messages.ERROR, f"rejected key — the upstream refused the API key ({exc.message})"
-    except errors.Unreachable as exc:
-        level, text = messages.ERROR, f"unreachable — {exc.message}"
-    except errors.RateLimited as exc:
-        level, text = messages.WARNING, f"rate limited — the key was accepted but calls are throttled ({exc.message})"
-    except errors.InvalidRequest as exc:
-        level, text = messages.ERROR, f"not sent — {exc.message}"
-    except errors.UpstreamError as exc:
-        level, text = messages.ERROR, f"upstream error — {exc.message}"
-    else:
-        total = f"{page.total:,} deliveries in its history" if page.total is not None else "its history"
-        level, text = messages.SUCCESS, f"ok — the upstream accepted the key and answered with {total}"
-    # The transport scrubs the key from its texts; an upstream echoing it back is scrubbed here too.
-    text = scrub_key(text, source.api_key, "[key]")
-    return level, f"{source.name} ({source.streams_base_url}): {text}."
-
-
-@admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
-    form = SourceForm
-    change_form_template = "admin/deliveries/source/change_form.html"
-    list_display = ("name", "enabled", "is_default", "streams_base_url", "last_success_at", "last_error_kind",
-                    "consecutive_failures")
-    list_filter = ("enabled",)
-    search_fields = ("name",)
-    actions = ("test_connection_action",)
-    readonly_fields = (
-        "is_default", "created_at", "last_poll_started_at", "last_success_at", "last_error_at", "last_error_kind",
-        "last_error_message", "consecutive_failures", "key_rejected_at", "backoff_until", "newest_upstream_date",
-        "synced_through", "records_last_poll", "last_revisit_at",
-    )
-    fieldsets = (
-        (None, {"fields": ("name", "new_api_key", "enabled", "is_default")}),
-        ("Base URLs", {"fields": ("streams_base_url", "evm_base_url", "aptos_mainnet_base_url",
-                                  "aptos_testnet_base_url")}),
-        ("Sync state (written by the poller)", {"fields": readonly_fields[1:]}),
-    )
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Deleting a source deletes its whole delivery history (and the confirmation page would list it);
-        # switch it off with "enabled" instead.
-        return False
-
-    @admin.action(description="Test connection to the upstream", permissions=["change"])
-    def test_connection_action(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
-        for source in queryset[:20]:
-            level, text = test_connection(source)
-            self.message_user(request, text, level)
-
-    def get_urls(self) -> list[Any]:
-        test = self.admin_site.admin_view(self.test_connection_view)
-        return [path("<int:pk>/test-connection/", test, name="deliveries_source_test_connection"),
-                *super().get_urls()]
-
-    def test_connection_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        source = get_object_or_404(Source, pk=pk)
-        if not self.has_change_permission(request, source):
-            raise PermissionDenied
-        level, text = test_connection(source)
-        self.message_user(request, text, level)
-        return HttpResponseRedirect(reverse("admin:deliveries_source_change", args=[source.pk]))

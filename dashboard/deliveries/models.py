@@ -7,101 +7,236 @@ these tables keep the full history, keyed by the upstream record id, with the de
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any, cast
+
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.db import models
-from django.db.models import Q
+from django.db import connection, models
+from django.db.models import Case, Count, F, Q, Sum, When
+from django.db.models.functions import Coalesce
+from django.urls import reverse
 
-from dashboard.deliveries.querysets import DeliveryQuerySet, HourlyRollupQuerySet
+from dashboard.deliveries.links import deliveries_list_url
+from dashboard.deliveries.querysets import DateBin, SliceFilters
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.deliveries.status import DeliveryStatus
+from dashboard.sources.models import Source
 
-
-class SyncErrorKind(models.TextChoices):
-    REJECTED_KEY = "rejected_key", "API key rejected"
-    RATE_LIMITED = "rate_limited", "Rate limited"
-    UNREACHABLE = "unreachable", "Upstream unreachable"
-    UPSTREAM_ERROR = "upstream_error", "Upstream error"
-    BAD_RESPONSE = "bad_response", "Malformed upstream response"
-    INTERNAL = "internal", "Internal error"
-
-
-class Source(models.Model):
-    """One upstream project: an API key and the base URLs it is used against."""
-
-    name = models.CharField(max_length=100, unique=True)
-    # Write-only: forms and pages never render it back, not even masked.
-    api_key = models.CharField(max_length=512, blank=True)
-    streams_base_url = models.URLField(max_length=300)
-    evm_base_url = models.URLField(max_length=300)
-    aptos_mainnet_base_url = models.URLField(max_length=300)
-    aptos_testnet_base_url = models.URLField(max_length=300)
-    enabled = models.BooleanField(default=True)
-    # The source made from the MORALIS_* environment variables.
-    is_default = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    # Sync state, written by the poller.
-    last_poll_started_at = models.DateTimeField(null=True, blank=True)
-    last_success_at = models.DateTimeField(null=True, blank=True)
-    last_error_at = models.DateTimeField(null=True, blank=True)
-    last_error_kind = models.CharField(max_length=32, choices=SyncErrorKind.choices, blank=True)
-    last_error_message = models.TextField(blank=True)
-    consecutive_failures = models.PositiveIntegerField(default=0)
-    key_rejected_at = models.DateTimeField(null=True, blank=True)
-    backoff_until = models.DateTimeField(null=True, blank=True)
-    newest_upstream_date = models.DateTimeField(null=True, blank=True)
-    records_last_poll = models.PositiveIntegerField(default=0)
-    last_revisit_at = models.DateTimeField(null=True, blank=True)
-    # Every upstream record dated at or before this instant has been stored: a head poll walks down to it
-    # and no further. Null until a first complete walk of the history.
-    synced_through = models.DateTimeField(null=True, blank=True)
-    # Digest of the key the upstream rejected, so a changed key (from any form or the environment) is
-    # tried at once instead of waiting out the rejected-key backoff. Never the key itself.
-    rejected_key_digest = models.CharField(max_length=64, blank=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
+# Query logic lives in these QuerySets, so views and the admin read as
+# `Delivery.objects.failures().for_stream(id)`. Two tables answer the pages: raw deliveries (one row per history
+# record, for lists, short ranges and drill-downs) and hourly rollups (counts per hour and dimension, for anything
+# a day long or longer).
 
 
-class WalkKind(models.TextChoices):
-    HEAD = "head", "Head poll"
-    REVISIT = "revisit", "Retry-window revisit"
-    BACKFILL = "backfill", "Backfill"
+class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
+    def failures(self) -> DeliveryQuerySet:
+        return self.exclude(status=DeliveryStatus.DELIVERED)
+
+    def failed_attempt_since(self, since: datetime) -> DeliveryQuerySet:
+        """Failing deliveries whose latest attempt was at or after `since`: the first attempt, or the retry
+        its count places on the published schedule. A stream failing for a day keeps failing its retries
+        long after its deliveries were first sent; this sees those failures too, not only new deliveries."""
+        latest_attempt = Case(
+            When(retries__lte=0, then=F("date")),
+            *(
+                When(retries=k, then=F("date") + timedelta(seconds=ATTEMPT_OFFSETS[k]))
+                for k in range(1, MAX_RETRIES)
+            ),
+            default=F("date") + timedelta(seconds=ATTEMPT_OFFSETS[-1]),
+            output_field=models.DateTimeField(),
+        )
+        # No delivery older than the whole schedule has an attempt this recent; the date bound keeps the
+        # read on the partial index of failing rows.
+        return (
+            self.failures()
+            .filter(date__gte=since - timedelta(seconds=ATTEMPT_OFFSETS[-1]))
+            .alias(latest_attempt=latest_attempt)
+            .filter(latest_attempt__gte=since)
+        )
+
+    def still_retrying(self) -> DeliveryQuerySet:
+        # Spelled as "not delivered" so the partial index on failed rows serves it.
+        return self.exclude(status=DeliveryStatus.DELIVERED).filter(status=DeliveryStatus.RETRYING)
+
+    def for_stream(self, stream_id: str) -> DeliveryQuerySet:
+        return self.filter(stream_id=stream_id)
+
+    def newest_first(self) -> DeliveryQuerySet:
+        return self.order_by("-date", "-id")
+
+    def oldest_first(self) -> DeliveryQuerySet:
+        return self.order_by("date", "id")
+
+    def between(self, start: datetime | None, end: datetime | None) -> DeliveryQuerySet:
+        qs = self
+        if start is not None:
+            qs = qs.filter(date__gte=start)
+        if end is not None:
+            qs = qs.filter(date__lt=end)
+        return qs
+
+    def with_any_key(self, keys: Iterable[str]) -> DeliveryQuerySet:
+        """Deliveries holding any of the search keys, as a plain overlap filter. Searches go through
+        `search.key_matches`, which uses this for frequent keys only: for a rare key Postgres would walk the
+        date index and filter every row."""
+        return self.filter(search_keys__overlap=list(keys))
+
+    def error_text(self, text: str) -> DeliveryQuerySet:
+        """Failures whose current error message contains the text (case-insensitive)."""
+        return self.exclude(status=DeliveryStatus.DELIVERED).filter(error_message__icontains=text)
+
+    def for_list(self) -> DeliveryQuerySet:
+        """The columns a list row shows; payloads stay on disk."""
+        return self.only(
+            "id", "date", "stream_id", "tag", "webhook_url", "chain_id", "confirmed", "block_number",
+            "records", "retries", "error_message", "status", "error_group_id",
+        )
+
+    def page_after(self, date: datetime, pk: uuid.UUID, *, newest_first: bool = True) -> DeliveryQuerySet:
+        """Keyset pagination: rows strictly past (date, id) in the list's order; no OFFSET."""
+        if newest_first:
+            return self.filter(date__lte=date).filter(Q(date__lt=date) | Q(id__lt=pk))
+        return self.filter(date__gte=date).filter(Q(date__gt=date) | Q(id__gt=pk))
+
+    def counts(self) -> dict[str, int]:
+        return self.aggregate(
+            total=Count("id"),
+            failed=Count("id", filter=~Q(status=DeliveryStatus.DELIVERED)),
+        )
+
+    def window_counts(self, now: datetime, hours: Iterable[int]) -> dict[str, int]:
+        """Totals and failures for several trailing windows in one pass, e.g. total_1, failed_1, total_24."""
+        hours = sorted(hours)
+        aggregates: dict[str, Any] = {}
+        for h in hours:
+            since = now - timedelta(hours=h)
+            aggregates[f"total_{h}"] = Count("id", filter=Q(date__gte=since))
+            aggregates[f"failed_{h}"] = Count("id", filter=Q(date__gte=since) & ~Q(status=DeliveryStatus.DELIVERED))
+        return self.filter(date__gte=now - timedelta(hours=hours[-1]), date__lte=now).aggregate(**aggregates)
+
+    def bucketed(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
+        """Delivered and failed counts per fixed-width bucket starting at `start`."""
+        rows = (
+            self.annotate(bucket=DateBin(step, F("date"), start))
+            .values("bucket")
+            .annotate(
+                delivered=Count("id", filter=Q(status=DeliveryStatus.DELIVERED)),
+                failed=Count("id", filter=~Q(status=DeliveryStatus.DELIVERED)),
+            )
+            .order_by("bucket")
+        )
+        return cast("list[dict[str, Any]]", list(rows))
+
+    def last_delivery_dates(self, stream_ids: Iterable[str]) -> dict[str, datetime]:
+        """Newest delivery date per stream, one index probe per stream (a GROUP BY would read every row)."""
+        ids = sorted(set(stream_ids))
+        if not ids:
+            return {}
+        table = self.model._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                SELECT s.stream_id, last.date
+                  FROM unnest(%s::text[]) AS s(stream_id)
+                  CROSS JOIN LATERAL (
+                    SELECT d.date FROM {table} d WHERE d.stream_id = s.stream_id ORDER BY d.date DESC LIMIT 1
+                  ) AS last
+                """,  # noqa: S608 - the table name comes from the model, values are parameters
+                [ids],
+            )
+            return dict(cursor.fetchall())
 
 
-class HistoryWalk(models.Model):
-    """Checkpoint of one walk through the upstream history, newest to oldest, page by page.
+class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
+    def between(self, start: datetime | None, end: datetime | None) -> HourlyRollupQuerySet:
+        qs = self
+        if start is not None:
+            qs = qs.filter(hour__gte=start)
+        if end is not None:
+            qs = qs.filter(hour__lt=end)
+        return qs
 
-    The cursor is saved in the same transaction as the page it follows, so a walk that is killed resumes
-    at the first page it had not stored, and never re-fetches one it had.
-    """
+    def bucketed(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
+        rows = (
+            self.annotate(bucket=DateBin(step, F("hour"), start))
+            .values("bucket")
+            .annotate(
+                delivered=Coalesce(Sum("deliveries", filter=Q(status=DeliveryStatus.DELIVERED)), 0),
+                failed=Coalesce(Sum("deliveries", filter=~Q(status=DeliveryStatus.DELIVERED)), 0),
+            )
+            .order_by("bucket")
+        )
+        return cast("list[dict[str, Any]]", list(rows))
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="walks")
-    kind = models.CharField(max_length=16, choices=WalkKind.choices)
-    # Cursor of the next page to fetch; empty means the newest page (nothing fetched yet).
-    cursor = models.TextField(blank=True)
-    # Date of the newest record when the walk began; becomes the source's synced_through once it completes.
-    top_date = models.DateTimeField(null=True, blank=True)
-    # The walk is complete once it reaches records older than this (null: the end of the history).
-    stop_before = models.DateTimeField(null=True, blank=True)
-    pages = models.PositiveIntegerField(default=0)
-    records = models.PositiveIntegerField(default=0)
-    upstream_total = models.PositiveIntegerField(null=True, blank=True)
-    started_at = models.DateTimeField()
-    updated_at = models.DateTimeField()
-    finished_at = models.DateTimeField(null=True, blank=True)
+    def counts(self) -> dict[str, int]:
+        return self.aggregate(
+            total=Coalesce(Sum("deliveries"), 0),
+            failed=Coalesce(Sum("deliveries", filter=~Q(status=DeliveryStatus.DELIVERED)), 0),
+        )
 
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["source", "kind"], name="walk_source_kind")]
+    def by_dimensions(self, *fields: str, split_at: datetime | None = None) -> list[dict[str, Any]]:
+        """Totals, failures and retries grouped by the given fields; with `split_at`, also the same sums
+        for the hours from `split_at` on (suffix `_recent`), so one query serves two windows."""
+        aggregates: dict[str, Any] = {
+            "total": Coalesce(Sum("deliveries"), 0),
+            "failed": Coalesce(Sum("deliveries", filter=~Q(status=DeliveryStatus.DELIVERED)), 0),
+            "retried": Coalesce(Sum(F("deliveries") * F("retries")), 0),
+            "last_hour": models.Max("hour"),
+        }
+        if split_at is not None:
+            recent = Q(hour__gte=split_at)
+            aggregates["total_recent"] = Coalesce(Sum("deliveries", filter=recent), 0)
+            failed_recent = recent & ~Q(status=DeliveryStatus.DELIVERED)
+            aggregates["failed_recent"] = Coalesce(Sum("deliveries", filter=failed_recent), 0)
+            aggregates["retried_recent"] = Coalesce(Sum(F("deliveries") * F("retries"), filter=recent), 0)
+        return list(self.values(*fields).annotate(**aggregates).order_by(*fields))
 
-    def __str__(self) -> str:
-        return f"{self.kind} walk of {self.source_id}"
+    def attempts_by_url(self) -> list[dict[str, Any]]:
+        """Rows of (webhook_url, hour, status, retries, n) in time order: enough to replay every attempt."""
+        return list(
+            self.values("webhook_url", "hour", "status", "retries")
+            .annotate(n=Sum("deliveries"))
+            .order_by("hour")
+        )
 
-    @property
-    def finished(self) -> bool:
-        return self.finished_at is not None
+    def retry_distribution(self, *dimensions: str) -> list[dict[str, Any]]:
+        """Deliveries per (dimensions, status, retries), the basis of the retry statistics."""
+        return list(
+            self.values(*dimensions, "status", "retries")
+            .annotate(n=Sum("deliveries"))
+            .order_by(*dimensions, "retries")
+        )
+
+    def slice_options(self) -> dict[str, list[Any]]:
+        """Known streams (id, newest tag), tags and webhook URLs, for the filter menus."""
+        streams: dict[str, tuple[datetime, str]] = {}
+        tags: set[str] = set()
+        urls: set[str] = set()
+        rows = self.values_list("stream_id", "tag", "webhook_url").annotate(last=models.Max("hour"))
+        for stream_id, tag, url, last in rows:
+            if stream_id not in streams or last > streams[stream_id][0]:
+                streams[stream_id] = (last, tag)
+            tags.add(tag)
+            urls.add(url)
+        return {
+            "streams": sorted(((sid, tag) for sid, (_, tag) in streams.items()), key=lambda s: (s[1], s[0])),
+            "stream_ids": sorted(streams),
+            "tags": sorted(t for t in tags if t),
+            "urls": sorted(urls),
+        }
+
+    def by_group_and_bucket(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
+        rows = (
+            self.exclude(error_group=None)
+            .annotate(bucket=DateBin(step, F("hour"), start))
+            .values("error_group_id", "bucket")
+            .annotate(n=Sum("deliveries"))
+            .order_by("error_group_id", "bucket")
+        )
+        return cast("list[dict[str, Any]]", list(rows))
 
 
 class Stream(models.Model):
@@ -123,6 +258,10 @@ class Stream(models.Model):
     def __str__(self) -> str:
         return self.tag or self.stream_id
 
+    def get_absolute_url(self) -> str:
+        """The deliveries list filtered to this stream (there is no page of one stream)."""
+        return deliveries_list_url(stream=self.stream_id)
+
 
 class ErrorGroup(models.Model):
     """All error messages that share one template once their variable parts are masked."""
@@ -141,11 +280,9 @@ class ErrorGroup(models.Model):
     def __str__(self) -> str:
         return self.template
 
-
-class DeliveryStatus(models.TextChoices):
-    DELIVERED = "delivered", "Delivered"
-    RETRYING = "retrying", "Retrying"
-    FAILED = "failed", "Failed"
+    def get_absolute_url(self) -> str:
+        """The deliveries list filtered to this group's deliveries."""
+        return deliveries_list_url(group=self.pk)
 
 
 class Delivery(models.Model):
@@ -188,7 +325,7 @@ class Delivery(models.Model):
             models.Index(fields=["webhook_url", "date"], name="delivery_url_date"),
             models.Index(fields=["error_group", "date"], name="delivery_group_date"),
             models.Index(
-                fields=["date"], condition=~Q(status="delivered"), name="delivery_failed_date"
+                fields=["date"], condition=~Q(status=DeliveryStatus.DELIVERED), name="delivery_failed_date"
             ),
             models.Index(fields=["block_number"], name="delivery_block"),
             GinIndex(fields=["search_keys"], name="delivery_search_keys"),
@@ -196,6 +333,9 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream_id} {self.date:%Y-%m-%d %H:%M:%S} {self.status}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("web:delivery", args=[self.pk])
 
     @property
     def is_failure(self) -> bool:
@@ -231,3 +371,8 @@ class HourlyRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
+
+    @staticmethod
+    def hour_of(moment: datetime) -> datetime:
+        """The start of the rollup hour holding `moment`."""
+        return moment.replace(minute=0, second=0, microsecond=0)

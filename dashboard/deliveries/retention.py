@@ -16,7 +16,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from dashboard.deliveries.ingest import INGEST_LOCK_KEY, _apply_group_changes
+from dashboard.deliveries.grouping import apply_group_changes
+from dashboard.deliveries.write_lock import take_write_lock
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def enforce_retention(
     result = RetentionResult()
     while result.batches < max_batches:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [INGEST_LOCK_KEY])
+            take_write_lock(cursor)
             cursor.execute(
                 """
                 DELETE FROM deliveries_delivery
@@ -52,7 +53,7 @@ def enforce_retention(
             for (group_id,) in rows:
                 if group_id is not None:
                     delta[group_id] -= 1
-            _apply_group_changes(cursor, delta)
+            apply_group_changes(cursor, delta)
         result.batches += 1
         result.deliveries_deleted += len(rows)
         if len(rows) < batch_size:

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from dashboard.deliveries.models import Source
+from dashboard.sources.models import Source
 from dashboard.upstream import chains, errors
 
 DEFAULT_PAGE_SIZE = 25

@@ -12,19 +12,19 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.cache import cache
 
-from dashboard.deliveries import sources
-from dashboard.deliveries.models import Source
+from dashboard.sources.clients import page_client
+from dashboard.sources.defaults import ensure_default_source
+from dashboard.sources.models import Source
 from dashboard.upstream import errors
-from dashboard.upstream.client import ClientSettings, UpstreamClient
+from dashboard.upstream.client import UpstreamClient
 from dashboard.upstream.creators import CreatorsPage, fetch_nfts_by_creators
-from dashboard.upstream.factory import settings_from_django
 from dashboard.upstream.owners import OwnersPage, fetch_owners_page
 
 log = logging.getLogger(__name__)
@@ -67,26 +67,10 @@ def choose_source(chosen: Source | None) -> Source | None:
     """The source picked with ?source=, else the default one, else the first enabled one."""
     if chosen is not None:
         return chosen
-    default = sources.ensure_default_source()
+    default = ensure_default_source()
     if default is not None and default.enabled:
         return default
-    return sources.enabled_sources().first()
-
-
-def page_client_settings(api_key: str) -> ClientSettings:
-    """The poller's settings with fewer, shorter retries: someone is waiting for this page."""
-    base = settings_from_django(api_key)
-    return replace(
-        base,
-        max_retries=min(base.max_retries, 1),
-        max_retry_after=2.0,
-        backoff_cap=1.0,
-        total_timeout=min(base.total_timeout, base.read_timeout + base.connect_timeout),
-    )
-
-
-def make_client(base_url: str, source: Source) -> UpstreamClient:
-    return UpstreamClient(base_url, page_client_settings(source.api_key))
+    return Source.objects.enabled().first()
 
 
 def _cache_key(operation: str, source: Source, base_url: str, params: dict[str, Any]) -> str:
@@ -113,7 +97,7 @@ def _run(
     if hit is not None:
         return Outcome(page=hit, cached=True)
     try:
-        with make_client(base_url, source) as client:
+        with page_client(source, base_url) as client:
             page = fetch(client)
     except errors.UpstreamError as exc:
         return Outcome(problem=describe(exc, base_url=base_url, aptos=aptos))

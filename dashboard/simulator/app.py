@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote
 
-from dashboard.simulator import catalog, media, responses
+from dashboard.simulator import catalog, media, responses, streams_api
 from dashboard.simulator.cursors import InvalidCursor
 from dashboard.simulator.owners import render_owner
 from dashboard.simulator.responses import Response, error, ok
@@ -37,6 +37,7 @@ class Request:
     headers: Mapping[str, str]
     # The address the server listens on, for when the request has no usable Host header.
     server_url: str = ""
+    body: bytes = b""
 
     def one(self, name: str) -> str | None:
         """A single-valued parameter; a repeated one is a client error, as Express parsers make it a list."""
@@ -105,7 +106,11 @@ def route_of(path: str) -> str | None:
         return "creators"
     if media.PATH.match(path):
         return "media"
-    return None
+    return streams_api.route_of(path)
+
+
+# The methods each route answers; any other is a 405 naming them.
+WRITE_ROUTES = frozenset({"replay", "stream_status", "resend_block"})
 
 
 def handle(world: World, request: Request) -> Response:
@@ -114,9 +119,10 @@ def handle(world: World, request: Request) -> Response:
     if route is None:
         # Any method: an unknown path is a 404, as Express answers it.
         return error(404, f"Cannot {request.method} {request.path}"[:200], nest=nest)
-    if request.method not in ("GET", "HEAD"):
+    allowed = ("POST",) if route in WRITE_ROUTES else ("GET", "HEAD")
+    if request.method not in allowed:
         response = error(405, f"Cannot {request.method} {request.path}"[:200], nest=nest)
-        response.headers["Allow"] = "GET, HEAD"
+        response.headers["Allow"] = ", ".join(allowed)
         return response
     if route == "media":
         return media_file(world, request)
@@ -128,7 +134,9 @@ def handle(world: World, request: Request) -> Response:
             return history(world, request)
         if route == "owners":
             return owners(world, request)
-        return creators(world, request)
+        if route == "creators":
+            return creators(world, request)
+        return streams_api.handle(world, request, route)
     except BadParams as exc:
         return error(400, exc.messages if nest else exc.messages[0], nest=nest)
 

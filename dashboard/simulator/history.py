@@ -153,6 +153,27 @@ class _Index:
     keys: list[tuple[float, str]] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     slots: set[int] = field(default_factory=set)
+    by_id: dict[str, Delivery] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of a delivery as the delivery logs show it: a scheduled one (the first, or a retry) or a
+    replay asked for through the API."""
+
+    at: float
+    # The attempt's place in the delivery's life: 0..7 for scheduled ones, REPLAY_ORDER + n for replays.
+    order: int
+    error: str
+    # The record's retry count once this attempt was made (a replay leaves it as it was).
+    retries: int
+
+    @property
+    def replay(self) -> bool:
+        return self.order >= REPLAY_ORDER
+
+
+REPLAY_ORDER = 100
 
 
 def iso(ts: float) -> str:
@@ -186,7 +207,12 @@ class HistoryWorld:
         self._lock = threading.Lock()
         self._index = _Index()
         self._incidents: dict[tuple[str, int], list[Incident]] = {}
-        self._payloads: dict[str, dict[str, Any]] = {}
+        # By block event and its time: two events of one stream can fall in one block, and each has its payload.
+        self._payloads: dict[tuple[str, float], dict[str, Any]] = {}
+        # Replays asked for through the API, by delivery id: (time, error text or "" for success).
+        self._replays: dict[str, list[tuple[float, str]]] = {}
+        # Deliveries made on request (a block re-sent) rather than by the scripted chain activity.
+        self.extras: list[Delivery] = []
 
     # -- incidents -------------------------------------------------------------------------------
 
@@ -247,7 +273,7 @@ class HistoryWorld:
                 out.extend(i for i in self._random_incidents(webhook, s) if i.start < end and i.end > start)
         return sorted(out, key=lambda i: i.start)
 
-    def _failure_text(self, webhook: WebhookTemplate, ts: float, delivery_id: str, attempt: int) -> str:
+    def _failure_text(self, webhook: WebhookTemplate, ts: float, delivery_id: str, attempt: int | str) -> str:
         incident = self.incident_at(webhook, ts)
         if incident is not None:
             kind, code = incident.kind, incident.status_code
@@ -262,6 +288,10 @@ class HistoryWorld:
         return _error_text(webhook, kind, code)
 
     # -- deliveries ------------------------------------------------------------------------------
+
+    def events_in_slot(self, slot: int) -> list[Delivery]:
+        """The scheduled deliveries of blocks seen in one hour-slot (fresh objects, oldest block first)."""
+        return self._events_in_slot(slot)
 
     def _events_in_slot(self, slot: int) -> list[Delivery]:
         r = entropy.rng(self.seed, "events", slot)
@@ -303,13 +333,18 @@ class HistoryWorld:
             deliveries = [d for d in index.deliveries if d.date >= keep_from]
             for slot in sorted(missing):
                 deliveries.extend(self._events_in_slot(slot))
+            kept = {d.id for d in deliveries}
+            deliveries.extend(
+                d for d in self.extras if int(d.date // EVENT_SLOT) in missing and d.id not in kept
+            )
             deliveries.sort(key=lambda d: (d.date, d.id))
             new = _Index(
                 keys=[(d.date, d.id) for d in deliveries],
                 deliveries=deliveries,
                 slots={s for s in index.slots | missing if (s + 1) * EVENT_SLOT >= keep_from},
+                by_id={d.id: d for d in deliveries},
             )
-            live = {d.event.key for d in deliveries}
+            live = {(d.event.key, d.event.ts) for d in deliveries}
             self._payloads = {k: v for k, v in self._payloads.items() if k in live}
             self._index = new
             return new
@@ -330,8 +365,64 @@ class HistoryWorld:
 
     def state_at(self, d: Delivery, now: float) -> tuple[int, str]:
         """(retries, errorMessage) as the upstream shows the record at `now`."""
-        done = [a for a in self.attempts(d) if a[0] <= now]
-        return len(done) - 1, done[-1][1]
+        if d.id not in self._replays:
+            done = [a for a in self.attempts(d) if a[0] <= now]
+            return len(done) - 1, done[-1][1]
+        made = self.attempts_made(d, now)
+        return made[-1].retries, made[-1].error
+
+    def attempts_made(self, d: Delivery, now: float) -> list[Attempt]:
+        """Every attempt of `d` up to `now`, in time order: the scheduled ones, less those a successful replay
+        made unnecessary, and the replays."""
+        replays = [r for r in self._replays.get(d.id, ()) if r[0] <= now]
+        delivered_at = next((at for at, error in replays if not error), None)
+        made: list[Attempt] = []
+        retries = -1
+        scheduled = [
+            a for a in self.attempts(d) if a[0] <= now and (delivered_at is None or a[0] < delivered_at)
+        ]
+        merged = sorted(
+            [(at, n, error) for n, (at, error) in enumerate(scheduled)]
+            + [(at, REPLAY_ORDER + n, error) for n, (at, error) in enumerate(replays)]
+        )
+        for at, order, error in merged:
+            if order < REPLAY_ORDER:
+                retries = order
+            made.append(Attempt(at, order, error, max(retries, 0)))
+        return made
+
+    def cancelled(self, d: Delivery, at: float) -> bool:
+        """Whether a scheduled attempt of `d` at `at` is not made because a replay delivered it before."""
+        return any(not error and when <= at for when, error in self._replays.get(d.id, ()))
+
+    def replay(self, d: Delivery, now: float) -> str:
+        """One attempt of `d` now, to its stream's webhook URL; its error text, or "" when it succeeded."""
+        replays = self._replays.setdefault(d.id, [])
+        error = self._failure_text(d.event.stream.webhook, now, d.id, f"replay{len(replays)}")
+        replays.append((now, error))
+        return error
+
+    def add_extra(self, d: Delivery) -> None:
+        """A delivery made on request; it shows in the history from its date on, like any other."""
+        self._ensure(d.date, d.date)
+        with self._lock:
+            self.extras.append(d)
+            index = self._index
+            position = bisect.bisect_left(index.keys, (d.date, d.id))
+            self._index = _Index(
+                keys=[*index.keys[:position], (d.date, d.id), *index.keys[position:]],
+                deliveries=[*index.deliveries[:position], d, *index.deliveries[position:]],
+                slots=index.slots,
+                by_id={**index.by_id, d.id: d},
+            )
+
+    def find(self, delivery_id: str, now: float) -> Delivery | None:
+        """The delivery with this id among the records visible at `now`."""
+        index = self._ensure(now - self.window_seconds, now)
+        d = index.by_id.get(delivery_id)
+        if d is None or not now - self.window_seconds <= d.date <= now:
+            return None
+        return d
 
     def window(self, now: float) -> tuple[_Index, int, int]:
         """The index and the [lo, hi) slice of records visible at `now` (oldest to newest)."""
@@ -374,10 +465,10 @@ class HistoryWorld:
         return record
 
     def payload(self, event: BlockEvent) -> dict[str, Any]:
-        cached = self._payloads.get(event.key)
+        cached = self._payloads.get((event.key, event.ts))
         if cached is None:
             cached = build_payload(self.seed, event)
-            self._payloads[event.key] = cached
+            self._payloads[(event.key, event.ts)] = cached
         return cached
 
     def records(self, now: float, *, include_payload: bool = False) -> list[dict[str, Any]]:

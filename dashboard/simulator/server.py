@@ -110,11 +110,12 @@ class SimulatorHandler(BaseHTTPRequestHandler):
         world = self.server.world
         # Drain any request body so the connection stays usable.
         length = self.headers.get("Content-Length")
+        self._body = b""
         if self.headers.get("Transfer-Encoding"):
             # A chunked body is not read; what is left of it must not be taken for the next request.
             self.close_connection = True
         elif length and length.isascii() and length.isdigit() and int(length) <= 1_000_000:
-            self.rfile.read(int(length))
+            self._body = self.rfile.read(int(length))
         elif length:
             self.close_connection = True
         split = urlsplit(self.path)
@@ -168,7 +169,9 @@ class SimulatorHandler(BaseHTTPRequestHandler):
         return response, truncate
 
     def _request(self, path: str, query: dict[str, list[str]]) -> app.Request:
-        return app.Request(self.command, path, query, _lower_headers(self), _url(self.server))
+        return app.Request(
+            self.command, path, query, _lower_headers(self), _url(self.server), getattr(self, "_body", b"")
+        )
 
     def _send(self, response: Response, *, head: bool, truncate: bool) -> None:
         body = response.body

@@ -15,6 +15,7 @@ from dashboard.simulator.creators import CreatorsWorld
 from dashboard.simulator.cursors import CursorCodec
 from dashboard.simulator.history import HistoryWorld
 from dashboard.simulator.owners import OwnersWorld
+from dashboard.simulator.streams import StreamsWorld
 
 
 class World:
@@ -31,6 +32,10 @@ class World:
             deliveries_per_minute=config.deliveries_per_minute,
             window_days=config.history_window_days,
             streams=config.streams,
+        )
+        # The streams were created when the oldest record of the scenario's first window was made.
+        self.streams = StreamsWorld(
+            self.history, origin=scenario_start - config.history_window_days * 86400.0
         )
         self.owners = OwnersWorld(
             seed=config.seed, sync_delay=config.owners_sync_delay, start=self.clock.timestamp()

@@ -1,73 +1,84 @@
-"""EVM chain names and ids, and the address checks every operation makes before it sends anything."""
+"""The EVM chains: one table of ids, the provider's names, display names and block explorers, and the
+address checks every operation makes before it sends anything.
+
+Pages, the admin, the deliveries filter and the upstream operations all read `CHAINS`.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from dashboard.upstream import errors
 
-# The chains the owners operation accepts, by the provider's name, with their hex ids.
-EVM_CHAINS: dict[str, str] = {
-    "eth": "0x1",
-    "goerli": "0x5",
-    "sepolia": "0xaa36a7",
-    "polygon": "0x89",
-    "mumbai": "0x13881",
-    "bsc": "0x38",
-    "bsc testnet": "0x61",
-    "avalanche": "0xa86a",
-    "fantom": "0xfa",
-    "palm": "0x2a15c308d",
-    "cronos": "0x19",
-    "arbitrum": "0xa4b1",
-}
-CHAIN_NAMES: dict[str, str] = {hex_id: name for name, hex_id in EVM_CHAINS.items()}
-# Other spellings people type; all resolve to one of the provider's names.
-ALIASES: dict[str, str] = {
-    "ethereum": "eth",
-    "mainnet": "eth",
-    "matic": "polygon",
-    "avax": "avalanche",
-    "bnb": "bsc",
-    "binance": "bsc",
-    "bsc_testnet": "bsc testnet",
-    "bsc-testnet": "bsc testnet",
-    "bsctestnet": "bsc testnet",
-    "arbitrum one": "arbitrum",
-    "ftm": "fantom",
-}
+
+@dataclass(frozen=True)
+class Chain:
+    hex_id: str
+    # The provider's name for the chain, as its API takes it ("eth", "bsc testnet").
+    name: str
+    display_name: str
+    # Block explorer root; paths /tx/<hash>, /address/<address>, /block/<number>, /token/<address> follow.
+    explorer_url: str
+    # Other spellings people type.
+    aliases: tuple[str, ...] = ()
+
+
+CHAINS: tuple[Chain, ...] = (
+    Chain("0x1", "eth", "Ethereum", "https://etherscan.io", ("ethereum", "mainnet")),
+    Chain("0x5", "goerli", "Goerli", "https://goerli.etherscan.io"),
+    Chain("0xaa36a7", "sepolia", "Sepolia", "https://sepolia.etherscan.io"),
+    Chain("0x89", "polygon", "Polygon", "https://polygonscan.com", ("matic",)),
+    Chain("0x13881", "mumbai", "Mumbai", "https://mumbai.polygonscan.com"),
+    Chain("0x38", "bsc", "BNB Chain", "https://bscscan.com", ("bnb", "binance")),
+    Chain(
+        "0x61", "bsc testnet", "BNB Testnet", "https://testnet.bscscan.com",
+        ("bsc_testnet", "bsc-testnet", "bsctestnet"),
+    ),
+    Chain("0xa86a", "avalanche", "Avalanche", "https://snowtrace.io", ("avax",)),
+    Chain("0xfa", "fantom", "Fantom", "https://ftmscan.com", ("ftm",)),
+    Chain("0x2a15c308d", "palm", "Palm", "https://palm.chainlens.com"),
+    Chain("0x19", "cronos", "Cronos", "https://cronoscan.com"),
+    Chain("0xa4b1", "arbitrum", "Arbitrum", "https://arbiscan.io", ("arbitrum one",)),
+)
+_BY_HEX: dict[str, Chain] = {c.hex_id: c for c in CHAINS}
+_BY_NAME: dict[str, Chain] = {key: c for c in CHAINS for key in (c.name, *c.aliases)}
+# The provider's name -> hex id, in the table's order (the owners lookup's chain menu).
+EVM_CHAINS: dict[str, str] = {c.name: c.hex_id for c in CHAINS}
+CHAIN_NAMES: dict[str, str] = {c.hex_id: c.name for c in CHAINS}
 
 EVM_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 APTOS_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{1,64}$")
 
 
+def find_chain(value: str | int | None) -> Chain | None:
+    """The chain given by the provider's name or an alias ("eth", "BSC Testnet", "matic"), hex id ("0x89",
+    "0x0089") or decimal id (137, "137"); None for anything else."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return _BY_HEX.get(hex(value)) if value >= 0 else None
+    text = " ".join(value.strip().lower().split())
+    if text in _BY_NAME:
+        return _BY_NAME[text]
+    if re.fullmatch(r"0x0*[0-9a-f]{1,16}", text):
+        return _BY_HEX.get(hex(int(text, 16)))
+    if re.fullmatch(r"\d{1,20}", text):
+        return _BY_HEX.get(hex(int(text)))
+    return None
+
+
 def normalize_chain(value: str | int) -> str:
-    """The hex chain id for a chain given by name ("eth", "BSC Testnet"), hex id ("0x89") or decimal id (137).
+    """The hex chain id for a chain given in any form `find_chain` reads.
 
     Raises InvalidRequest for anything the provider does not serve, so no request goes out.
     """
-    if isinstance(value, bool):
-        raise errors.InvalidRequest(f"unknown chain {value!r}")
-    if isinstance(value, int):
-        hex_id = hex(value)
-    else:
-        text = " ".join(str(value).strip().lower().split())
-        text = ALIASES.get(text, text)
-        if text in EVM_CHAINS:
-            return EVM_CHAINS[text]
-        if re.fullmatch(r"0x0*[0-9a-f]{1,16}", text):
-            hex_id = hex(int(text, 16))
-        elif re.fullmatch(r"\d{1,20}", text):
-            hex_id = hex(int(text))
-        else:
-            raise errors.InvalidRequest(
-                f"unknown chain {str(value)[:40]!r}; expected one of {', '.join(EVM_CHAINS)}"
-            )
-    if hex_id not in CHAIN_NAMES:
+    chain = find_chain(value)
+    if chain is None:
         raise errors.InvalidRequest(
             f"unknown chain {str(value)[:40]!r}; expected one of {', '.join(EVM_CHAINS)}"
         )
-    return hex_id
+    return chain.hex_id
 
 
 def chain_name(value: str | int) -> str:

@@ -48,7 +48,11 @@ class ClientSettings:
 
 
 class UpstreamClient:
-    """GETs JSON from one upstream host. One instance per base URL; reuse it for connection pooling."""
+    """JSON over HTTP with one upstream host. One instance per base URL; reuse it for connection pooling.
+
+    Reads (`get_json`) are retried on every transient failure. Writes (`post_json`) are retried only when
+    the provider certainly did not act: the connection was never made, or it answered 429 (refused).
+    """
 
     def __init__(
         self,
@@ -129,10 +133,81 @@ class UpstreamClient:
         # Full jitter keeps many workers from retrying in step.
         return random.uniform(ceiling / 2, ceiling)
 
+    def post_json(self, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        """POST `body` (or nothing) to `path` and return the decoded JSON object the provider answered.
+
+        The provider acts on a POST, so it is never re-sent once it may have arrived: a timeout after the
+        request went out, a connection dropped before the whole answer came, a 5xx, or a 200 that cannot be
+        read raises `OutcomeUnknown`, and the caller re-reads the state instead. A connection that could not
+        be opened and a 429 (the provider refused the request) are retried like a GET, within the same caps.
+        """
+        content = orjson.dumps(body) if body is not None else None
+        url = f"{self.base_url}{path}"
+        attempt = 0
+        while True:
+            try:
+                return self._post_once(path, content)
+            except errors.UpstreamError as exc:
+                if not exc.transient or attempt >= self.settings.max_retries:
+                    raise
+                delay = self._delay(attempt, exc)
+                if delay is None:
+                    raise
+                log.warning(
+                    "upstream POST %s was not accepted (%s), retry %d/%d in %.1fs",
+                    url,
+                    exc.message,
+                    attempt + 1,
+                    self.settings.max_retries,
+                    delay,
+                )
+                self._sleep(delay)
+                attempt += 1
+
+    def _post_once(self, path: str, content: bytes | None) -> Any:
+        url = f"{self.base_url}{path}"
+        try:
+            status, reason, retry_after, body = self._fetch("POST", path, [], content)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            # No connection, so nothing was sent: as safe to try again as a GET.
+            raise errors.Unreachable(
+                f"could not reach {self.base_url}: {self._scrub(_describe(exc))}", url=url
+            ) from None
+        except (httpx.TransportError, errors.BadResponse) as exc:
+            detail = exc.message if isinstance(exc, errors.BadResponse) else _describe(exc)
+            raise errors.OutcomeUnknown(
+                f"POST {url} was sent but its answer was lost ({self._scrub(detail)}); "
+                "the provider may have acted: read the state again before deciding",
+                url=url,
+            ) from None
+        if status == 200:
+            try:
+                data = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                data = None
+            if not isinstance(data, dict):
+                raise errors.OutcomeUnknown(
+                    f"POST {url} answered 200 with a body that is not a JSON object ({len(body)} bytes); "
+                    "the provider probably acted: read the state again",
+                    status_code=status,
+                    url=url,
+                )
+            return data
+        message = self._scrub(upstream_message(body) or reason or f"HTTP {status}")
+        if status == 408 or status >= 500:
+            # A gateway's 502 or 504 says nothing of whether the service behind it acted.
+            raise errors.OutcomeUnknown(
+                f"POST {url} answered HTTP {status} ({message}); the provider may have acted: "
+                "read the state again before deciding",
+                status_code=status,
+                url=url,
+            )
+        raise self._status_error(status, message, retry_after, url)
+
     def _get_once(self, path: str, query: list[tuple[str, str]]) -> Any:
         url = f"{self.base_url}{path}"
         try:
-            status, reason, retry_after, body = self._fetch(path, query)
+            status, reason, retry_after, body = self._fetch("GET", path, query)
         except httpx.TimeoutException as exc:
             raise errors.Unreachable(
                 f"timed out talking to {self.base_url} ({type(exc).__name__})", url=url
@@ -152,32 +227,44 @@ class UpstreamClient:
                     url=url,
                 ) from None
         message = self._scrub(upstream_message(body) or reason or f"HTTP {status}")
+        raise self._status_error(status, message, retry_after, url)
+
+    def _status_error(
+        self, status: int, message: str, retry_after: str | None, url: str
+    ) -> errors.UpstreamError:
         if status == 401:
-            raise errors.RejectedKey(
+            return errors.RejectedKey(
                 f"the upstream rejected the API key: {message}", status_code=status, url=url
             )
         if status == 400:
-            raise errors.BadRequest(message, status_code=status, url=url)
+            return errors.BadRequest(message, status_code=status, url=url)
         if status == 404:
-            raise errors.NotFound(message, status_code=status, url=url)
+            return errors.NotFound(message, status_code=status, url=url)
         if status == 429:
-            raise errors.RateLimited(
+            return errors.RateLimited(
                 f"rate limited by the upstream: {message}",
                 retry_after=_retry_after(retry_after),
                 status_code=status,
                 url=url,
             )
         if status in RETRYABLE_STATUSES:
-            raise errors.ServerError(
+            return errors.ServerError(
                 f"HTTP {status} from the upstream: {message}", status_code=status, url=url
             )
-        raise errors.UpstreamError(f"HTTP {status} from the upstream: {message}", status_code=status, url=url)
+        return errors.UpstreamError(
+            f"HTTP {status} from the upstream: {message}", status_code=status, url=url
+        )
 
-    def _fetch(self, path: str, query: list[tuple[str, str]]) -> tuple[int, str, str | None, bytes]:
-        """One GET, reading the body in chunks so that size and total time stay bounded."""
+    def _fetch(
+        self, method: str, path: str, query: list[tuple[str, str]], content: bytes | None = None
+    ) -> tuple[int, str, str | None, bytes]:
+        """One request, reading the body in chunks so that size and total time stay bounded."""
         deadline = time.monotonic() + self.settings.total_timeout
         url = f"{self.base_url}{path}"
-        with self._http.stream("GET", path, params=tuple(query)) as response:
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        with self._http.stream(
+            method, path, params=tuple(query), content=content, headers=headers
+        ) as response:
             chunks: list[bytes] = []
             size = 0
             for chunk in response.iter_bytes():

@@ -68,3 +68,16 @@ class BadResponse(UpstreamError):
 
     transient = True
     kind = "bad_response"
+
+
+class OutcomeUnknown(UpstreamError):
+    """A write (a replay, a status change) went out and its answer was lost: a timeout after sending, a
+    connection dropped mid-answer, a 5xx, or a 200 whose body cannot be read.
+
+    The provider may or may not have acted. Sending it again could act twice, so the client never does;
+    nor may the caller retry it as a transient failure: it re-reads the state the write meant to change
+    (the stream's status, the history record) and decides from what it finds.
+    """
+
+    transient = False
+    kind = "outcome_unknown"

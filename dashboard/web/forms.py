@@ -12,9 +12,8 @@ from django import forms
 from django.utils import timezone
 
 from dashboard.deliveries.schedule import MAX_RETRIES
-from dashboard.deliveries.search import SearchError, SearchTerm, parse_search
-from dashboard.upstream.chains import normalize_chain
-from dashboard.upstream.errors import InvalidRequest
+from dashboard.deliveries.search import SearchError, SearchTerm, parse_search, search_deliveries
+from dashboard.upstream.chains import find_chain
 
 RANGES: dict[str, timedelta] = {
     "1h": timedelta(hours=1),
@@ -170,15 +169,17 @@ class DeliveryFilterForm(SliceForm):
 
     def clean_chain(self) -> str:
         text = (self.cleaned_data.get("chain") or "").strip().lower()
-        # Deliveries may come from any chain, so any hex id goes; names are the provider's (eth, polygon, ...).
-        if not text or re.fullmatch(r"0x[0-9a-f]{1,16}", text):
-            return text
-        try:
-            return normalize_chain(text)
-        except InvalidRequest:
-            raise forms.ValidationError(
-                "A chain is a hex chain id such as 0x89 or a name such as eth, polygon or bsc."
-            ) from None
+        if not text:
+            return ""
+        chain = find_chain(text)
+        if chain is not None:
+            return chain.hex_id
+        # Deliveries may come from any chain, so any hex id goes, spelled as ingest stores it ("0x89").
+        if re.fullmatch(r"0x[0-9a-f]{1,16}", text):
+            return hex(int(text, 16))
+        raise forms.ValidationError(
+            "A chain is a hex chain id such as 0x89 or a name such as eth, polygon or bsc."
+        )
 
     def clean_after(self) -> tuple[datetime, uuid.UUID] | None:
         text = self.cleaned_data.get("after") or ""
@@ -210,7 +211,8 @@ class DeliveryFilterForm(SliceForm):
         if data.get("retries") is not None and data["retries"] > 0:
             qs = qs.filter(retries__gte=data["retries"])
         if data.get("q") is not None:
-            qs = qs.matching(data["q"])
+            # The same query as the search box and the admin: see search.key_matches.
+            qs = search_deliveries(qs, data["q"]).deliveries
         return qs
 
 

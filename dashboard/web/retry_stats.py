@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.deliveries.status import DeliveryStatus
 
 
 @dataclass
@@ -74,10 +75,10 @@ def retry_rows(rows: Iterable[dict[str, Any]], dimension: str) -> tuple[list[Ret
         retries = max(0, min(int(row["retries"]), MAX_RETRIES))
         for target in (entry, overall):
             target.distribution[retries] += row["n"]
-            if row["status"] == "delivered":
+            if row["status"] == DeliveryStatus.DELIVERED:
                 target.delivered += row["n"]
                 target.delivered_after[retries] += row["n"]
-            elif row["status"] == "retrying":
+            elif row["status"] == DeliveryStatus.RETRYING:
                 target.retrying += row["n"]
             else:
                 target.failed += row["n"]

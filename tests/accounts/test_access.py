@@ -13,7 +13,8 @@ from django.test import Client, RequestFactory
 from dashboard.accounts.access import staff_required, viewer_required
 from dashboard.accounts.roles import STAFF, VIEWERS
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Delivery, Source
+from dashboard.deliveries.models import Delivery
+from dashboard.sources.models import Source
 from tests.admin.conftest import NOW, client_for, history_record, make_role_user
 from tests.conftest import make_user
 
@@ -40,8 +41,8 @@ def test_a_viewer_never_sees_admin_pages(
     urls = [
         "/admin/", "/admin/deliveries/delivery/", f"/admin/deliveries/delivery/{delivery.pk}/change/",
         f"/admin/deliveries/delivery/?q={delivery.pk}", "/admin/deliveries/errorgroup/",
-        "/admin/deliveries/source/", f"/admin/deliveries/source/{plain_source.pk}/change/",
-        f"/admin/deliveries/source/{plain_source.pk}/history/", "/admin/auth/user/", "/admin/auth/user/add/",
+        "/admin/sources/source/", f"/admin/sources/source/{plain_source.pk}/change/",
+        f"/admin/sources/source/{plain_source.pk}/history/", "/admin/auth/user/", "/admin/auth/user/add/",
         "/admin/auth/group/",
     ]
     for url in urls:
@@ -57,11 +58,11 @@ def test_a_viewer_never_sees_admin_pages(
 
 def test_a_viewer_cannot_change_anything(viewer_client: Client, viewer: User, plain_source: Source) -> None:
     posts = [
-        (f"/admin/deliveries/source/{plain_source.pk}/change/",
+        (f"/admin/sources/source/{plain_source.pk}/change/",
          {"name": "hijacked", "new_api_key": "attacker-key", "streams_base_url": "http://evil.example"}),
-        ("/admin/deliveries/source/add/", {"name": "new", "new_api_key": "k"}),
-        (f"/admin/deliveries/source/{plain_source.pk}/test-connection/", {}),
-        ("/admin/deliveries/source/", {"action": "test_connection_action", "_selected_action": [plain_source.pk]}),
+        ("/admin/sources/source/add/", {"name": "new", "new_api_key": "k"}),
+        (f"/admin/sources/source/{plain_source.pk}/test-connection/", {}),
+        ("/admin/sources/source/", {"action": "test_connection_action", "_selected_action": [plain_source.pk]}),
         (f"/admin/auth/user/{viewer.pk}/change/", {"username": viewer.username, "is_staff": "on",
                                                    "is_superuser": "on"}),
         ("/admin/auth/user/add/", {"username": "mallory", "password1": "x" * 20, "password2": "x" * 20}),
@@ -78,7 +79,7 @@ def test_a_viewer_cannot_change_anything(viewer_client: Client, viewer: User, pl
 
 
 def test_anonymous_users_get_the_login_page(client: Client, delivery: Delivery) -> None:
-    for url in ("/admin/", "/admin/deliveries/delivery/", "/admin/deliveries/source/"):
+    for url in ("/admin/", "/admin/deliveries/delivery/", "/admin/sources/source/"):
         response = client.get(url)
         assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
@@ -86,7 +87,7 @@ def test_anonymous_users_get_the_login_page(client: Client, delivery: Delivery) 
 def test_staff_reach_the_admin_without_being_superusers(staff_client: Client, delivery: Delivery) -> None:
     assert staff_client.get("/admin/deliveries/delivery/").status_code == 200
     assert staff_client.get(f"/admin/deliveries/delivery/{delivery.pk}/change/").status_code == 200
-    assert staff_client.get("/admin/deliveries/source/add/").status_code == 200
+    assert staff_client.get("/admin/sources/source/add/").status_code == 200
     assert staff_client.get("/admin/auth/user/").status_code == 200
     # Users and groups are changed by superusers only.
     assert staff_client.get("/admin/auth/user/add/").status_code == 403

@@ -24,8 +24,8 @@ def test_the_migration_creates_both_groups(db: None) -> None:
     staff = codenames(STAFF)
     assert {
         "accounts.view_dashboard", "accounts.manage_dashboard", "deliveries.view_delivery",
-        "deliveries.view_errorgroup", "deliveries.view_source", "deliveries.add_source",
-        "deliveries.change_source", "auth.view_user",
+        "deliveries.view_errorgroup", "sources.view_source", "sources.add_source",
+        "sources.change_source", "auth.view_user",
     } <= staff
     # Upstream data is never changed, users are managed by superusers.
     assert not {"deliveries.change_delivery", "deliveries.delete_delivery", "deliveries.delete_source",
@@ -48,7 +48,7 @@ def test_groups_survive_a_flush(transactional_db: None) -> None:
     # Transactional tests flush every table; post_migrate runs again and the groups come back.
     call_command("flush", interactive=False, verbosity=0)
     assert codenames(VIEWERS) == {"accounts.view_dashboard"}
-    assert "deliveries.change_source" in codenames(STAFF)
+    assert "sources.change_source" in codenames(STAFF)
 
 
 def test_assign_role_switches_group_and_admin_access(db: None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,6 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from dashboard.accounts.roles import STAFF, VIEWERS, assign_role
+from tests import factories
 
 TX = "0x" + "1a" * 32
 OTHER_TX = "0x" + "2b" * 32
@@ -53,15 +53,10 @@ def history_record(
 ) -> dict[str, Any]:
     """One upstream history record as the contract describes it."""
     date = NOW - timedelta(minutes=minutes_ago)
-    return {
-        "id": str(uuid.uuid4()),
-        "date": date.isoformat().replace("+00:00", "Z"),
-        "tinyPayload": {"chainId": "0x1", "confirmed": True, "block": str(block), "records": 1, "retries": retries},
-        "errorMessage": error,
-        "webhookUrl": "https://hooks.example.com/streams",
-        "streamId": stream_id,
-        "tag": tag,
-        "payload": {
+    return factories.history_record(
+        date=date, stream_id=stream_id, tag=tag, webhook_url="https://hooks.example.com/streams", error=error,
+        retries=retries, block=block,
+        payload={
             "block": {"number": str(block), "hash": "0x" + "ee" * 32, "timestamp": str(int(date.timestamp()))},
             "chainId": "0x1",
             "logs": logs or [],
@@ -74,7 +69,7 @@ def history_record(
             "tag": tag,
             "streamId": stream_id,
         },
-    }
+    )
 
 
 @pytest.fixture
@@ -94,13 +89,4 @@ def viewer_client(viewer: User) -> Client:
 
 @pytest.fixture
 def plain_source(db: None) -> Any:
-    from dashboard.deliveries.models import Source
-
-    return Source.objects.create(
-        name="plain",
-        api_key="plain-source-secret-key-0001",
-        streams_base_url="http://127.0.0.1:9/",
-        evm_base_url="http://127.0.0.1:9/",
-        aptos_mainnet_base_url="http://127.0.0.1:9/",
-        aptos_testnet_base_url="http://127.0.0.1:9/",
-    )
+    return factories.make_source("plain", api_key="plain-source-secret-key-0001")

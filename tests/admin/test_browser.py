@@ -11,10 +11,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from dashboard.accounts.roles import VIEWERS, assign_role
-from dashboard.deliveries import generator
-from dashboard.deliveries.generator import generate_deliveries
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Source
+from dashboard.devtools import generator
+from dashboard.devtools.generator import generate_deliveries
+from dashboard.sources.models import Source
 from tests.admin.conftest import NOW, history_record
 from tests.browser.fixtures import screenshot
 
@@ -99,7 +99,7 @@ def test_a_viewer_is_kept_out_of_the_admin(viewer_page: Any, live_server: Any) -
     dialogs: list[str] = []
     viewer_page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
 
-    for url in (f"{URL}?q=socket+hang+up", f"{URL}{record['id']}/change/", f"/admin/deliveries/source/{source.pk}/change/",
+    for url in (f"{URL}?q=socket+hang+up", f"{URL}{record['id']}/change/", f"/admin/sources/source/{source.pk}/change/",
                 "/admin/auth/user/"):
         viewer_page.goto(url)
         text = viewer_page.content()

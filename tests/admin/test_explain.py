@@ -11,11 +11,15 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from dashboard.deliveries import derive, generator
-from dashboard.deliveries.generator import Generated, generate_deliveries
-from dashboard.deliveries.models import Delivery, Source, Stream
+from dashboard.deliveries.grouping import error_template
+from dashboard.deliveries.models import Delivery, Stream
+from dashboard.deliveries.payload_keys import search_keys
 from dashboard.deliveries.search import parse_admin_search, search_deliveries
+from dashboard.devtools import generator
+from dashboard.devtools.generator import Generated, generate_deliveries
+from dashboard.sources.models import Source
 
 ROWS = 100_000
 SEED = "explain"
@@ -37,10 +41,17 @@ def sample_delivery(made: Generated) -> Delivery:
 
 
 def plan_for(text: str) -> tuple[str, list[Delivery]]:
-    """The plan of the admin's list query (first page, newest first) for a search text, and its rows."""
+    """The plans of the queries the admin runs for a search text (a key's probe of the search index, then the
+    list query: first page, newest first), and its rows."""
     queryset = Delivery.objects.defer("payload", "tiny_payload", "search_keys").order_by("-date", "-id")
-    found = search_deliveries(queryset, parse_admin_search(text)).deliveries[:51]
-    return found.explain(), list(found)
+    with CaptureQueriesContext(connection) as captured:
+        found = search_deliveries(queryset, parse_admin_search(text)).deliveries[:51]
+    plans = []
+    for query in captured.captured_queries:
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN " + query["sql"])
+            plans.append("\n".join(line for (line,) in cursor.fetchall()))
+    return "\n".join([*plans, found.explain()]), list(found)
 
 
 def test_the_generator_makes_realistic_rows(big_table: Generated, db: None) -> None:
@@ -49,9 +60,9 @@ def test_the_generator_makes_realistic_rows(big_table: Generated, db: None) -> N
     assert 0.03 * ROWS < failing < 0.07 * ROWS
     # The keys are exactly what the ingest derives from the payload.
     for delivery in Delivery.objects.filter(source=big_table.source).order_by("?")[:200]:
-        assert sorted(delivery.search_keys) == derive.search_keys(delivery.payload, delivery.block_number)
+        assert sorted(delivery.search_keys) == search_keys(delivery.payload, delivery.block_number)
         if delivery.error_message:
-            assert delivery.error_group.template == derive.error_template(delivery.error_message)
+            assert delivery.error_group.template == error_template(delivery.error_message)
     assert Delivery.objects.filter(error_message__contains="<script>").exists()
     assert Stream.objects.filter(source=big_table.source).count() == len(generator.STREAMS)
 
@@ -74,7 +85,8 @@ def test_key_searches_use_the_gin_index(big_table: Generated, db: None) -> None:
     for kind, (text, check) in key_cases(big_table).items():
         plan, rows = plan_for(text)
         assert "Bitmap Index Scan on delivery_search_keys" in plan, f"{kind}:\n{plan}"
-        assert "Seq Scan" not in plan, f"{kind}:\n{plan}"
+        # (The probe reads the column statistics from pg_stats, whose small catalogs may be scanned.)
+        assert "Seq Scan on deliveries_delivery" not in plan, f"{kind}:\n{plan}"
         assert rows and all(check(Delivery.objects.get(pk=d.pk)) for d in rows), kind
 
 

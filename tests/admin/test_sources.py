@@ -9,10 +9,10 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.test import Client
 
-from dashboard.deliveries.models import Source
+from dashboard.sources.models import Source
 from tests.conftest import SIMULATOR_KEY
 
-LIST = "/admin/deliveries/source/"
+LIST = "/admin/sources/source/"
 
 
 def change_url(source: Source) -> str:

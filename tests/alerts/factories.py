@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertRule
-from dashboard.deliveries.ingest import StoreResult, store_records
-from dashboard.deliveries.models import Source
+from dashboard.sources.models import Source
+from tests import factories
 
 STREAM = "9f6c1c4e-1f0c-4d6a-9a43-5f1b0c7d2e11"
 OTHER_STREAM = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
@@ -27,15 +26,7 @@ def make_source(name: str = "upstream", **fields: Any) -> Source:
     # Polling works throughout: tests move `now` hours ahead without running polls, and a source whose last
     # good poll lies behind `now` would hold incidents open as unseen. Stale-poller tests pass their own.
     fields.setdefault("last_success_at", timezone.now() + timedelta(days=2))
-    return Source.objects.create(
-        name=name,
-        api_key="k",
-        streams_base_url="http://127.0.0.1:9",
-        evm_base_url="http://127.0.0.1:9",
-        aptos_mainnet_base_url="http://127.0.0.1:9",
-        aptos_testnet_base_url="http://127.0.0.1:9",
-        **fields,
-    )
+    return factories.make_source(name, **fields)
 
 
 def record(
@@ -49,20 +40,14 @@ def record(
     record_id: str | None = None,
     block: int = 19_000_000,
 ) -> dict[str, Any]:
-    """One history record shaped like the upstream's (and the simulator's)."""
-    return {
-        "id": record_id or str(uuid.uuid4()),
-        "date": date.isoformat().replace("+00:00", "Z"),
-        "tinyPayload": {"chainId": "0x1", "confirmed": False, "block": str(block), "records": 1, "retries": retries},
-        "errorMessage": error,
-        "webhookUrl": webhook_url,
-        "streamId": stream_id,
-        "tag": tag,
-    }
+    """One history record shaped like the upstream's (and the simulator's), without a payload."""
+    return factories.history_record(
+        date=date, record_id=record_id, stream_id=stream_id, tag=tag, webhook_url=webhook_url, error=error,
+        retries=retries, confirmed=False, block=block,
+    )
 
 
-def store(source: Source, *records: dict[str, Any]) -> StoreResult:
-    return store_records(source, list(records))
+store = factories.store
 
 
 def failures(source: Source, now: datetime, count: int, *, error: str = REFUSED, **kw: Any) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from django.core import mail as outbox
 from dashboard.alerts import evaluate
 from dashboard.alerts.mail import send_notification
 from dashboard.alerts.models import Incident, Notification, NotificationKind, NotificationStatus
-from dashboard.deliveries.models import Source
+from dashboard.sources.models import Source
 from tests.alerts.factories import (
     HOOK,
     REFUSED,

@@ -12,7 +12,7 @@ from django.test import Client
 
 from dashboard.accounts.roles import VIEWERS, assign_role
 from dashboard.alerts import evaluate
-from dashboard.alerts.models import Notification
+from dashboard.alerts.models import Incident, Notification
 from tests.alerts.factories import (
     HOOK,
     OTHER_STREAM,
@@ -91,3 +91,37 @@ def test_a_webhook_url_incident_links_to_that_urls_deliveries() -> None:
     listed = listed_ids(viewer(), failed_link)
     assert listed == {r["id"] for r in failed}
     assert other_url[0]["id"] not in listed
+
+
+def test_the_incident_link_is_the_incidents_page_which_links_the_same_lists() -> None:
+    now = fixed_now()
+    source = make_source()
+    make_rule()
+    failures(source, now, 2)
+
+    evaluate.evaluate_all(now)
+
+    incident = Incident.objects.get()
+    mail = Notification.objects.get(incident=incident)
+    incident_link = f"http://localhost:8000{incident.get_absolute_url()}"
+    assert incident.get_absolute_url() == f"/alerts/incidents/{incident.pk}/"
+    assert incident_link in mail.body_text
+    assert f'href="{incident_link}"' in mail.body_html
+    response = viewer().get(incident.get_absolute_url())
+    assert response.status_code == 200
+    page = response.content.decode()
+    failed_link = re.search(r"Failed deliveries: http://localhost:8000(\S+)", mail.body_text)
+    assert failed_link is not None and f'href="{html.escape(failed_link.group(1))}"' in page
+
+
+def test_a_stale_sources_incident_links_to_its_page_and_the_alerts_only() -> None:
+    now = fixed_now()
+    make_source(last_success_at=now - timedelta(minutes=11))
+    make_rule("Poller stale", condition="poller_stale", stale_minutes=10)
+
+    evaluate.evaluate_all(now)
+
+    incident = Incident.objects.get()
+    text = Notification.objects.get(incident=incident).body_text
+    assert f"http://localhost:8000{incident.get_absolute_url()}" in text
+    assert "/deliveries/" not in text

@@ -11,7 +11,7 @@ from django.core import mail as outbox
 from dashboard.alerts.models import Incident
 from dashboard.celery import app
 from dashboard.deliveries.models import Delivery
-from dashboard.deliveries.tasks import poll_source
+from dashboard.polling.tasks import poll_source
 from tests.alerts.factories import make_rule
 
 pytestmark = pytest.mark.django_db

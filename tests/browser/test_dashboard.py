@@ -11,7 +11,8 @@ import pytest
 from django.utils import timezone
 
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Delivery, Source
+from dashboard.deliveries.models import Delivery
+from dashboard.sources.models import Source
 from tests.browser.fixtures import screenshot
 from tests.conftest import SIMULATOR_KEY
 

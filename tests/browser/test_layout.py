@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Source
+from dashboard.sources.models import Source
 from tests.browser.fixtures import screenshot
 from tests.browser.test_dashboard import filled  # noqa: F401
 from tests.web.conftest import default_payload, record

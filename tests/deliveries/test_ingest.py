@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Source, Stream
-from tests.deliveries.support import assert_derived_exact
+from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Stream
+from dashboard.sources.models import Source
+from tests.checks import assert_derived_exact
+from tests.factories import history_record, make_source
 
 pytestmark = pytest.mark.django_db
 
@@ -19,26 +21,19 @@ T0 = datetime(2026, 3, 1, 10, 15, tzinfo=UTC)
 
 
 def make_source_row(name: str = "a") -> Source:
-    return Source.objects.create(
-        name=name, api_key="k", streams_base_url="http://x", evm_base_url="http://x",
-        aptos_mainnet_base_url="http://x", aptos_testnet_base_url="http://x",
-    )
+    return make_source(name)
 
 
 def record(n: int, *, error: str = "", retries: int = 0, minutes: int = 0, stream: str = "s1", **extra: Any) -> dict[str, Any]:
-    date = T0 + timedelta(minutes=minutes)
-    rec = {
-        "id": str(uuid.UUID(int=n)),
-        "date": date.isoformat().replace("+00:00", "Z"),
-        "tinyPayload": {"chainId": "0x1", "confirmed": n % 2 == 0, "block": str(1000 + n), "records": 2, "retries": retries},
-        "errorMessage": error,
-        "webhookUrl": f"https://hooks.example.com/{stream}",
-        "streamId": stream,
-        "tag": f"tag-{stream}",
-        "payload": {"block": {"number": str(1000 + n)}, "retries": retries, "logs": [], "txs": [
+    """Record number `n` (its id and block follow from n), `minutes` after T0."""
+    rec = history_record(
+        date=T0 + timedelta(minutes=minutes), record_id=uuid.UUID(int=n), stream_id=stream, tag=f"tag-{stream}",
+        webhook_url=f"https://hooks.example.com/{stream}", error=error, retries=retries, confirmed=n % 2 == 0,
+        block=1000 + n, records=2,
+        payload={"block": {"number": str(1000 + n)}, "retries": retries, "logs": [], "txs": [
             {"hash": "0x" + f"{n:064x}", "fromAddress": "0x" + "aa" * 20}
         ]},
-    }
+    )
     rec.update(extra)
     return rec
 

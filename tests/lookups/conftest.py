@@ -26,6 +26,7 @@ from django.test import Client
 
 from dashboard.accounts.roles import VIEWERS, assign_role
 from dashboard.lookups import services
+from dashboard.sources.clients import page_settings
 from dashboard.upstream.client import UpstreamClient
 from tests.conftest import SIMULATOR_KEY, make_user
 
@@ -88,11 +89,11 @@ def upstream_requests(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
     """Every request the pages send upstream, in order, as httpx saw it on the wire."""
     log: list[httpx.Request] = []
 
-    def make_client(base_url: str, source: Any) -> UpstreamClient:
-        settings = services.page_client_settings(source.api_key)
+    def page_client(source: Any, base_url: str) -> UpstreamClient:
+        settings = page_settings(source.api_key)
         return UpstreamClient(base_url, settings, transport=RecordingTransport(log))
 
-    monkeypatch.setattr(services, "make_client", make_client)
+    monkeypatch.setattr(services, "page_client", page_client)
     return log
 
 
@@ -135,14 +136,8 @@ def canned_upstream() -> Iterator[CannedUpstream]:
 def make_source(
     name: str = "simulator", *, simulator: Any = None, api_key: str = SIMULATOR_KEY, **urls: str
 ) -> Any:
-    from dashboard.deliveries.models import Source
+    """A source on the given simulator, or on nowhere; any host can be pointed elsewhere by its *_base_url."""
+    from tests import factories
 
-    base = simulator.base_url if simulator is not None else urls.get("evm_base_url", "http://127.0.0.1:9")
-    values = {
-        "streams_base_url": base,
-        "evm_base_url": base,
-        "aptos_mainnet_base_url": f"{base}/aptos/mainnet",
-        "aptos_testnet_base_url": f"{base}/aptos/testnet",
-    }
-    values.update(urls)
-    return Source.objects.create(name=name, api_key=api_key, **values)
+    base = simulator.base_url if simulator is not None else urls.get("evm_base_url", factories.NOWHERE)
+    return factories.make_source(name, base_url=base, api_key=api_key, **urls)

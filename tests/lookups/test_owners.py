@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 from django.test import Client
 
+from dashboard.live import LIVE_HEADER
 from dashboard.lookups.forms import MAX_CURSOR_STACK
 from tests.lookups.conftest import BAYC, SIMULATOR_KEY, UNSTOPPABLE, fresh_contract
 
@@ -246,14 +247,15 @@ def test_a_new_contract_shows_indexing_and_refreshes_until_synced(
 
     # Still indexing halfway: the refresh reaches the upstream again (SYNCING pages are not cached).
     simulator.world.clock.advance(10)
-    partial = viewer_client.get(URL, {"address": address}, HTTP_X_LOOKUP_PARTIAL="1")
+    partial = viewer_client.get(URL, {"address": address}, headers={LIVE_HEADER: "1"})
     body = partial.content.decode()
+    assert partial[LIVE_HEADER] == "1"
     assert body.lstrip().startswith('<section id="lookup-results"')
     assert "Indexing started." in body and "<html" not in body
     assert len(upstream_requests) == 2
 
     simulator.world.clock.advance(15)
-    partial = viewer_client.get(URL, {"address": address}, HTTP_X_LOOKUP_PARTIAL="1")
+    partial = viewer_client.get(URL, {"address": address}, headers={LIVE_HEADER: "1"})
     body = partial.content.decode()
     assert "Indexing started." not in body and "data-syncing" not in body
     assert "SYNCED" in body

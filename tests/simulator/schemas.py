@@ -61,3 +61,18 @@ def without_payload_extras(body: dict[str, Any]) -> dict[str, Any]:
             for key in PAYLOAD_EXTRAS:
                 payload.pop(key, None)
     return body
+
+
+def operation_validator(
+    openapi_file: str, path: str, method: str, status: str = "200"
+) -> Draft202012Validator:
+    """The schema of one operation's answer, as the paths section gives it (inline or by reference)."""
+    document = _nullable_to_type(json.loads((OPENAPI_DIR / openapi_file).read_text()))
+    resource = Resource.from_contents(document, default_specification=DRAFT202012)
+    uri = f"urn:openapi:{openapi_file}"
+    registry: Registry = Registry().with_resource(uri, resource)
+    pointer = "/".join(
+        part.replace("~", "~0").replace("/", "~1")
+        for part in ("paths", path, method, "responses", status, "content", "application/json", "schema")
+    )
+    return Draft202012Validator({"$ref": f"{uri}#/{pointer}"}, registry=registry)

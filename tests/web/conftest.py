@@ -3,15 +3,16 @@ derived columns, error groups and rollups are exactly what the poller would writ
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Delivery, Source
+from dashboard.deliveries.models import Delivery
+from dashboard.sources.models import Source
+from tests.factories import history_record, make_source
 
 STREAM_A = "11111111-1111-4111-8111-111111111111"
 STREAM_B = "22222222-2222-4222-8222-222222222222"
@@ -35,18 +36,10 @@ def record(
     block: int = 100,
     payload: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    date = date or timezone.now() - timedelta(minutes=5)
-    return {
-        "id": str(uuid.uuid4()),
-        "date": date.isoformat().replace("+00:00", "Z"),
-        "tinyPayload": {"chainId": chain, "confirmed": confirmed, "block": str(block), "records": 1,
-                        "retries": retries},
-        "errorMessage": error,
-        "webhookUrl": url,
-        "streamId": stream_id,
-        "tag": tag,
-        "payload": payload if payload is not None else default_payload(block, chain),
-    }
+    return history_record(
+        date=date, stream_id=stream_id, tag=tag, webhook_url=url, error=error, retries=retries, chain=chain,
+        confirmed=confirmed, block=block, payload=payload if payload is not None else default_payload(block, chain),
+    )
 
 
 def default_payload(block: int, chain: str) -> dict[str, Any]:
@@ -76,15 +69,7 @@ def store(source: Source, *records: dict[str, Any]) -> list[Delivery]:
 @pytest.fixture
 def plain_source(db: None) -> Source:
     """A source that is never polled: the tests store records themselves."""
-    return Source.objects.create(
-        name="test",
-        api_key="k",
-        streams_base_url="http://127.0.0.1:9",
-        evm_base_url="http://127.0.0.1:9",
-        aptos_mainnet_base_url="http://127.0.0.1:9",
-        aptos_testnet_base_url="http://127.0.0.1:9",
-        last_success_at=timezone.now(),
-    )
+    return make_source("test", last_success_at=timezone.now())
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.deliveries.models import Delivery, ErrorGroup, Source
+from dashboard.deliveries.models import Delivery, ErrorGroup
+from dashboard.sources.models import Source
 from tests.web.conftest import STREAM_B, TX, URL_B, record, store
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from dashboard.deliveries.models import Source
+from dashboard.sources.models import Source
 from tests.web.conftest import ADDR, NFT, TX, record, store
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.deliveries.models import ErrorGroup, Source
+from dashboard.deliveries.models import ErrorGroup
+from dashboard.sources.models import Source
 from tests.web.conftest import ADDR, STREAM_A, STREAM_B, TX, URL_B, record, store
 
 pytestmark = pytest.mark.django_db
@@ -85,8 +86,9 @@ def test_search_finds_deliveries_through_search_keys(
 ) -> None:
     stored = store(plain_source, record(block=777), record(block=778, payload={"block": {"number": "778"}}))
     hit = next(d for d in stored if d.block_number == 777)
-    # session, user, the viewer role (user and group permissions), sync banner, the matching deliveries
-    with django_assert_num_queries(6):
+    # session, user, the viewer role (user and group permissions), sync banner, the ids holding the key (read
+    # through the search index), the matching deliveries
+    with django_assert_num_queries(7):
         response = logged_in_client.get(f"/search/?q={TX.upper().replace('0X', '0x')}")
     assert [d.pk for d in response.context["deliveries"]] == [hit.pk]
     for q in (ADDR, "777", f"tx:{TX}", f"address:{ADDR}"):

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.deliveries.models import Source
+from dashboard.sources.models import Source
 from tests.web.conftest import STREAM_B, URL_B, record, store
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.deliveries import provider_rule
-from dashboard.deliveries.models import Source
+from dashboard.deliveries import url_health
+from dashboard.sources.models import Source
 from tests.web.conftest import STREAM_A, STREAM_B, URL_A, URL_B, record, store
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +59,7 @@ def test_the_provider_rule_replays_attempts_on_the_schedule() -> None:
         _row(start + timedelta(hours=1), "delivered", 3, 4),
         _row(start + timedelta(hours=2), "retrying", 1, 10),
     ]
-    health = provider_rule.replay(rows, now)[URL_A]
+    health = url_health.replay(rows, now)[URL_A]
     assert health.attempts == 50 + 4 * 4 + 10 * 2
     assert health.failed_attempts == 4 * 3 + 10 * 2
     # Hour by hour: 100 (capped), 100 - 12 = 88, then 88 + 4 successes - 20 failures = 72.
@@ -73,11 +73,11 @@ def test_a_falling_rate_warns_before_it_crosses_seventy() -> None:
     base = now.replace(minute=0)
     rows = [_row(base - timedelta(hours=3), "delivered", 0, 1)]
     rows += [_row(base - timedelta(hours=h), "retrying", 0, 4) for h in (2, 1, 0)]
-    health = provider_rule.replay(rows, now)[URL_A]
+    health = url_health.replay(rows, now)[URL_A]
     # Still above the warning line, but losing 4 points an hour: below 70 in under 5 hours.
     assert health.history == [100, 96, 92, 88]
     assert health.rate == 88
     assert health.trend_per_hour == -4
-    assert health.hours_to_error is not None and health.hours_to_error <= provider_rule.WARN_HORIZON_HOURS
+    assert health.hours_to_error is not None and health.hours_to_error <= url_health.WARN_HORIZON_HOURS
     assert health.state == "at-risk"
     assert "falls below 70" in health.explanation

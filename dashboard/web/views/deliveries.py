@@ -131,7 +131,7 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     large = size > drilldown.LARGE_PAYLOAD
     tree, tree_cut = drilldown.json_tree(delivery.payload, full=full, large=large) if delivery.payload is not None else ("", False)
     block = payload.get("block") if payload and isinstance(payload.get("block"), dict) else None
-    schedule = retry_schedule(delivery.date, delivery.retries) if delivery.status != "delivered" else None
+    schedule = retry_schedule(delivery.date, delivery.retries) if delivery.is_failure else None
     context = {
         "nav": "deliveries",
         "d": delivery,

@@ -31,7 +31,7 @@ def error_groups(request: HttpRequest) -> HttpResponse:
         return bad_filters(request, form, title="Error groups", nav="errors")
     data = form.cleaned_data
     window = data["window"]
-    first_hour = window.start.replace(minute=0, second=0, microsecond=0)
+    first_hour = HourlyRollup.hour_of(window.start)
     rollups = (
         HourlyRollup.objects.slice(
             stream_id=data.get("stream") or None, tag=data.get("tag") or None, webhook_url=data.get("url") or None

@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries import sync
-from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Source
+from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
+from dashboard.sources.models import Source
 from dashboard.web import timeline
 from dashboard.web.forms import RangeForm
 from dashboard.web.stats import group_rows
@@ -27,8 +27,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     window = form.cleaned_data["window"]
 
     recent = Delivery.objects.window_counts(now, (1, 24))
-    day_ago = (now - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)
-    week_ago = (now - timedelta(days=7)).replace(minute=0, second=0, microsecond=0)
+    day_ago = HourlyRollup.hour_of(now - timedelta(hours=24))
+    week_ago = HourlyRollup.hour_of(now - timedelta(days=7))
     rows = HourlyRollup.objects.between(week_ago, None).by_dimensions(
         "stream_id", "tag", "webhook_url", "error_group_id", split_at=day_ago
     )
@@ -50,7 +50,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             g.label = templates.get(g.key, "")
 
     sources = list(Source.objects.order_by("name"))
-    source_states = [(s, sync.problem_of(s, now)) for s in sources]
+    source_states = [(s, s.problem(now)) for s in sources]
     chart = timeline.build(window.start, window.end, {})
 
     context = {

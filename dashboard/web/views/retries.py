@@ -25,7 +25,7 @@ def retry_statistics(request: HttpRequest) -> HttpResponse:
     by = data.get("by") or "stream"
     dimension = "stream_id" if by == "stream" else "tag"
     slice_kwargs = {"stream_id": data.get("stream") or None, "tag": data.get("tag") or None}
-    first_hour = window.start.replace(minute=0, second=0, microsecond=0)
+    first_hour = HourlyRollup.hour_of(window.start)
     distribution = (
         HourlyRollup.objects.slice(**slice_kwargs).between(first_hour, window.end)
         .retry_distribution(*(("stream_id", "tag") if by == "stream" else ("tag",)))

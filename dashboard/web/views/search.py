@@ -12,7 +12,7 @@ from django.urls import reverse
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import Delivery, Stream
 from dashboard.deliveries.schedule import MAX_RETRIES
-from dashboard.deliveries.search import HELP, SearchError, parse_admin_search
+from dashboard.deliveries.search import HELP, SearchError, parse_admin_search, search_deliveries
 from dashboard.web.forms import SearchForm
 from dashboard.web.views.common import bad_filters
 
@@ -46,7 +46,8 @@ def search(request: HttpRequest) -> HttpResponse:
     term = form.cleaned_data["q"]
     results: list[Delivery] = []
     if term is not None:
-        results = list(Delivery.objects.for_list().matching(term).newest_first()[: RESULTS + 1])
+        found = search_deliveries(Delivery.objects.for_list(), term).deliveries
+        results = list(found.newest_first()[: RESULTS + 1])
     context = {
         "nav": "search",
         "term": term,

@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries import provider_rule
+from dashboard.deliveries import url_health
 from dashboard.deliveries.models import Delivery, HourlyRollup
 from dashboard.web.stats import SliceStats, group_rows
 
@@ -19,14 +19,14 @@ from dashboard.web.stats import SliceStats, group_rows
 class StreamEntry(TypedDict):
     stats: SliceStats
     last_delivery: datetime | None
-    urls: list[tuple[str, provider_rule.UrlHealth | None]]
-    health: provider_rule.UrlHealth | None
+    urls: list[tuple[str, url_health.UrlHealth | None]]
+    health: url_health.UrlHealth | None
 
 
 @viewer_required
 def stream_list(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
-    day_ago = (now - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)
+    day_ago = HourlyRollup.hour_of(now - timedelta(hours=24))
     # Streams silent for longer than raw history is kept are gone from every other page too.
     kept = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
     rows = HourlyRollup.objects.between(kept, None).by_dimensions(
@@ -34,18 +34,17 @@ def stream_list(request: HttpRequest) -> HttpResponse:
     )
     streams = group_rows(rows, "stream_id")
     last_dates = Delivery.objects.last_delivery_dates(streams)
-    since = (now - provider_rule.WINDOW).replace(minute=0, second=0, microsecond=0)
-    health = provider_rule.replay(HourlyRollup.objects.between(since, None).attempts_by_url(), now)
+    health = url_health.url_health_now(now)
 
     entries: list[StreamEntry] = []
     for stats in streams.values():
-        url_health = [health[url] for url in sorted(stats.urls) if url in health]
+        healths = [health[url] for url in sorted(stats.urls) if url in health]
         entries.append(
             {
                 "stats": stats,
                 "last_delivery": last_dates.get(stats.key),
                 "urls": [(url, health.get(url)) for url in sorted(stats.urls)],
-                "health": provider_rule.worst(url_health),
+                "health": url_health.worst(healths),
             }
         )
     order = {"error": 0, "at-risk": 1, "ok": 2}
@@ -58,8 +57,8 @@ def stream_list(request: HttpRequest) -> HttpResponse:
         "nav": "streams",
         "entries": entries,
         "counts": counts,
-        "error_below": provider_rule.ERROR_BELOW,
-        "warn_below": provider_rule.WARN_BELOW,
-        "horizon": provider_rule.WARN_HORIZON_HOURS,
+        "error_below": url_health.ERROR_BELOW,
+        "warn_below": url_health.WARN_BELOW,
+        "horizon": url_health.WARN_HORIZON_HOURS,
     }
     return render(request, "web/streams.html", context)

@@ -21,41 +21,31 @@
     });
   }
 
-  function scheduleRefresh(section, delay) {
+  // Replaces the section by the fresh one (liveRefresh, live.js) until the provider has finished.
+  function followIndexing(section) {
     var seconds = parseInt(section.getAttribute("data-refresh"), 10) || 5;
-    window.setTimeout(function () { refresh(section, seconds); }, (delay || seconds) * 1000);
-  }
-
-  function refresh(section, seconds) {
-    fetch(window.location.href, { headers: { "X-Lookup-Partial": "1" }, credentials: "same-origin" })
-      .then(function (response) { return response.text(); })
-      .then(function (html) {
-        var holder = document.createElement("template");
-        holder.innerHTML = html.trim();
-        var fresh = holder.content.querySelector(".js-lookup-results");
-        if (!fresh) { throw new Error("no results in the answer"); }
-        section.replaceWith(fresh);
-        watchThumbs(fresh);
-        if (fresh.hasAttribute("data-syncing")) {
-          scheduleRefresh(fresh);
-        } else if (!fresh.querySelector("[data-problem]")) {
-          var done = document.createElement("div");
-          done.className = "notice notice-success js-synced";
-          done.setAttribute("role", "status");
-          done.innerHTML = "<strong>Indexing complete.</strong> The provider has indexed this contract; all its owners are listed.";
-          fresh.prepend(done);
-        }
-      })
-      .catch(function () {
-        // A network blip: try again, more slowly.
-        scheduleRefresh(section, Math.min(seconds * 2, 60));
-      });
+    window.liveRefresh(seconds, function (html) {
+      var holder = document.createElement("template");
+      holder.innerHTML = html.trim();
+      var fresh = holder.content.querySelector(".js-lookup-results");
+      if (!fresh) { throw new Error("no results in the answer"); }
+      section.replaceWith(fresh);
+      section = fresh;
+      watchThumbs(fresh);
+      if (fresh.hasAttribute("data-syncing")) { return true; }
+      if (!fresh.querySelector("[data-problem]")) {
+        var done = document.createElement("div");
+        done.className = "notice notice-success js-synced";
+        done.setAttribute("role", "status");
+        done.innerHTML = "<strong>Indexing complete.</strong> The provider has indexed this contract; all its owners are listed.";
+        fresh.prepend(done);
+      }
+      return false;
+    });
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     watchThumbs(document);
-    document.querySelectorAll(".js-lookup-results[data-syncing]").forEach(function (section) {
-      scheduleRefresh(section);
-    });
+    document.querySelectorAll(".js-lookup-results[data-syncing]").forEach(followIndexing);
   });
 })();

@@ -3,16 +3,15 @@
 (function () {
   "use strict";
 
-  // Live refresh: a [data-live] element is replaced by the same URL's server-rendered partial
-  // (requested with the X-Live-Refresh header) every data-live-interval seconds, until paused.
+  // Live refresh: a [data-live] box's content is replaced by the same URL's server-rendered partial
+  // (fetched by liveRefresh, live.js) every data-live-interval seconds, until paused.
   function setupLive(box) {
     var control = document.querySelector(".js-live");
     var label = control && control.querySelector(".js-live-label");
     var button = control && control.querySelector(".js-live-toggle");
-    var interval = Math.max(5, parseInt(box.getAttribute("data-live-interval") || "15", 10)) * 1000;
+    var seconds = Math.max(5, parseInt(box.getAttribute("data-live-interval") || "15", 10));
     var key = "live-paused:" + location.pathname;
     var paused = localStorage.getItem(key) === "1";
-    var timer = null;
 
     function stamp() {
       var d = new Date();
@@ -25,34 +24,22 @@
       if (label) label.textContent = text;
       if (button) button.textContent = paused ? "Resume" : "Pause";
     }
-    function refresh() {
-      if (paused || document.hidden) return schedule();
-      fetch(location.href, { headers: { "X-Live-Refresh": "1" }, credentials: "same-origin" })
-        .then(function (response) {
-          if (response.redirected || !response.ok) throw new Error("HTTP " + response.status);
-          return response.text();
-        })
-        .then(function (html) {
-          box.innerHTML = html;
-          show("live", "Live · updated " + stamp());
-        })
-        .catch(function () { show("failed", "Refresh failed · retrying"); })
-        .then(schedule);
-    }
-    function schedule() {
-      clearTimeout(timer);
-      timer = setTimeout(refresh, interval);
-    }
+    var live = window.liveRefresh(seconds, function (html) {
+      box.innerHTML = html;
+      show("live", "Live · updated " + stamp());
+    }, {
+      paused: function () { return paused || document.hidden; },
+      failed: function () { show("failed", "Refresh failed · retrying"); }
+    });
     if (button) {
       button.addEventListener("click", function () {
         paused = !paused;
         localStorage.setItem(key, paused ? "1" : "0");
-        show(paused ? "paused" : "live", paused ? "Paused" : "Live · every " + interval / 1000 + " s");
-        if (!paused) refresh();
+        show(paused ? "paused" : "live", paused ? "Paused" : "Live · every " + seconds + " s");
+        if (!paused) live.now();
       });
     }
-    show(paused ? "paused" : "live", paused ? "Paused" : "Live · every " + interval / 1000 + " s");
-    schedule();
+    show(paused ? "paused" : "live", paused ? "Paused" : "Live · every " + seconds + " s");
   }
 
   function copyText(text, button) {

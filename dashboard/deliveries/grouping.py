@@ -1,0 +1,125 @@
+"""Error groups: every error message reduced to a template with its variable parts masked, so equal
+failures group together, and the per-group counts kept exact by every writer of deliveries."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from django.db import connection, transaction
+
+from dashboard.deliveries.write_lock import take_write_lock
+
+# Order matters: URLs before hosts, ids and addresses before bare hex, IPs and hosts before bare numbers.
+_MASKS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.I), "<url>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
+    (re.compile(r"\b0x[0-9a-f]{40}\b", re.I), "<address>"),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<hex>"),
+    # IPv6 (with at least two colons and a hex digit, optionally bracketed with a port) before IPv4.
+    (re.compile(r"\[[0-9a-f:.]*:[0-9a-f:.]*\](?::\d+)?", re.I), "<ip>"),
+    (re.compile(r"(?<![\w:])(?=[0-9a-f:]*[0-9a-f])(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?![\w:])", re.I), "<ip>"),
+    (re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.])"), "<ip>"),
+    (re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,}(?::\d{1,5})?\b", re.I), "<host>"),
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b", re.I), "<duration>"),
+    (re.compile(r"\b[0-9a-f]*\d[0-9a-f]*[a-f][0-9a-f]*\b|\b[0-9a-f]*[a-f][0-9a-f]*\d[0-9a-f]*\b", re.I), "<hex>"),
+    # HTTP status codes stay: a 404 and a 500 are different failures, not one with a variable part.
+    (re.compile(r"(?<!status code )(?<!status )(?<!HTTP )\b\d+(?:\.\d+)?\b"), "<n>"),
+]
+
+
+@lru_cache(maxsize=8192)
+def error_template(message: str) -> str:
+    """The message with its variable parts masked, so equal failures group together."""
+    text = " ".join(message.split())
+    for pattern, mask in _MASKS:
+        text = pattern.sub(mask, text)
+    return text[:1000]
+
+
+def error_fingerprint(template: str) -> str:
+    return hashlib.sha256(template.encode()).hexdigest()
+
+
+def group_ids_for(cursor: Any, messages: Iterable[tuple[str, datetime]]) -> dict[str, int]:
+    """Error group id per (message, date) of a batch, creating the groups that do not exist yet."""
+    templates: dict[str, tuple[str, datetime, datetime]] = {}
+    message_fp: dict[str, str] = {}
+    for message, date in messages:
+        if not message:
+            continue
+        fp = message_fp.get(message)
+        template = error_template(message)
+        if fp is None:
+            fp = error_fingerprint(template)
+            message_fp[message] = fp
+        seen = templates.get(fp)
+        if seen is None:
+            templates[fp] = (template, date, date)
+        else:
+            templates[fp] = (seen[0], min(seen[1], date), max(seen[2], date))
+    if not templates:
+        return {}
+    fps = sorted(templates)
+    cursor.execute(
+        """
+        INSERT INTO deliveries_errorgroup (fingerprint, template, first_seen, last_seen, delivery_count)
+        SELECT fp, template, first_seen, last_seen, 0
+          FROM unnest(%s::varchar[], %s::text[], %s::timestamptz[], %s::timestamptz[])
+               AS t(fp, template, first_seen, last_seen)
+        ON CONFLICT (fingerprint) DO NOTHING
+        """,
+        [fps, [templates[f][0] for f in fps], [templates[f][1] for f in fps], [templates[f][2] for f in fps]],
+    )
+    cursor.execute("SELECT fingerprint, id FROM deliveries_errorgroup WHERE fingerprint = ANY(%s::varchar[])", [fps])
+    by_fp = dict(cursor.fetchall())
+    return {message: by_fp[fp] for message, fp in message_fp.items()}
+
+
+def apply_group_changes(cursor: Any, delta: dict[int, int]) -> None:
+    """Adjust counts by what moved in or out, and re-read first/last seen from the (group, date) index.
+
+    Called inside a writer's transaction, under the write lock."""
+    if not delta:
+        return
+    ids = sorted(delta)
+    cursor.execute(
+        """
+        UPDATE deliveries_errorgroup g
+           SET delivery_count = g.delivery_count + v.delta,
+               first_seen = COALESCE(
+                   (SELECT min(d.date) FROM deliveries_delivery d WHERE d.error_group_id = g.id), g.first_seen),
+               last_seen = COALESCE(
+                   (SELECT max(d.date) FROM deliveries_delivery d WHERE d.error_group_id = g.id), g.last_seen)
+          FROM unnest(%s::bigint[], %s::int[]) AS v(id, delta)
+         WHERE g.id = v.id
+        """,
+        [ids, [delta[i] for i in ids]],
+    )
+
+
+def recount_error_groups(group_ids: list[int] | None = None) -> None:
+    """Recompute the count and first/last seen of the given groups (all when None) from the stored rows:
+    a repair, and what bulk loaders that bypass the write path call afterwards."""
+    only = "" if group_ids is None else "AND g.id = ANY(%(ids)s)"
+    with transaction.atomic(), connection.cursor() as cursor:
+        take_write_lock(cursor)
+        cursor.execute(
+            f"""
+            UPDATE deliveries_errorgroup g
+               SET delivery_count = COALESCE(s.n, 0),
+                   first_seen = COALESCE(s.first_seen, g.first_seen),
+                   last_seen = COALESCE(s.last_seen, g.last_seen)
+              FROM deliveries_errorgroup g2
+              LEFT JOIN (
+                SELECT error_group_id, count(*) AS n, min(date) AS first_seen, max(date) AS last_seen
+                  FROM deliveries_delivery WHERE error_group_id IS NOT NULL GROUP BY error_group_id
+              ) s ON s.error_group_id = g2.id
+             WHERE g.id = g2.id {only}
+            """,  # noqa: S608 - fixed SQL; values are parameters
+            {"ids": group_ids} if group_ids is not None else None,
+        )

@@ -1,0 +1,37 @@
+"""Links to the deliveries list with filters, for every place that points at a slice of the deliveries.
+
+The list's filters are the fields of its filter form (dashboard/web/forms.py DeliveryFilterForm); this
+module owns their names on the deliveries side, so models, the admin and alert mails can link to the
+list without importing the web app. A test holds the two lists together.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.urls import reverse
+
+# The deliveries list's query parameters, in the order links spell them.
+DELIVERY_LIST_FILTERS = (
+    "range", "start", "end", "stream", "tag", "url", "status", "group", "error", "chain", "confirmed",
+    "retries", "q", "order",
+)  # fmt: skip
+
+
+def deliveries_list_query(**filters: str | int | None) -> str:
+    """The query string selecting `filters` on the deliveries list; empty values are left out.
+
+    An unknown filter name is a TypeError: the list would ignore it and show everything.
+    """
+    unknown = set(filters) - set(DELIVERY_LIST_FILTERS)
+    if unknown:
+        raise TypeError(f"the deliveries list has no filter {', '.join(sorted(unknown))}")
+    return urlencode(
+        [(name, str(filters[name])) for name in DELIVERY_LIST_FILTERS if filters.get(name) not in (None, "")]
+    )
+
+
+def deliveries_list_url(**filters: str | int | None) -> str:
+    """Path of the deliveries list showing `filters`: deliveries_list_url(stream=..., status="failing")."""
+    query = deliveries_list_query(**filters)
+    return reverse("web:deliveries") + (f"?{query}" if query else "")

@@ -1,0 +1,117 @@
+"""An estimate of the provider's health rule for webhook URLs, replayed from our own history.
+
+The provider keeps a success rate per webhook URL: it starts at 100, loses 1 per failed attempt, gains 1
+per successful one and is capped at 100. Below 70 the streams sending to that URL go into `error` and
+stop sending. We cannot read that number, but we can replay it: every stored delivery says how many
+attempts it took (its retries) and whether the last one succeeded, and the published retry schedule
+says when each attempt happened.
+
+Resolution is one hour (the rollups). Within an hour successes and failures are taken as interleaved,
+so an hour moves the rate by (successes - failures). The replay starts at 100 at the start of the window.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from dashboard.deliveries.models import HourlyRollup
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, RETRY_SCHEDULE_SECONDS
+from dashboard.deliveries.status import DeliveryStatus
+
+ERROR_BELOW = 70
+WARN_BELOW = 85
+# Warn when the recent trend would cross the error line within this many hours.
+WARN_HORIZON_HOURS = 6
+TREND_HOURS = 3
+WINDOW = timedelta(days=7)
+
+
+@dataclass
+class UrlHealth:
+    webhook_url: str
+    rate: int = 100
+    lowest: int = 100
+    trend_per_hour: float = 0.0
+    hours_to_error: float | None = None
+    attempts: int = 0
+    failed_attempts: int = 0
+    history: list[int] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        if self.rate < ERROR_BELOW:
+            return "error"
+        if self.rate < WARN_BELOW or (self.hours_to_error is not None and self.hours_to_error <= WARN_HORIZON_HOURS):
+            return "at-risk"
+        return "ok"
+
+    @property
+    def state_label(self) -> str:
+        return {"error": "Likely in error", "at-risk": "At risk", "ok": "Healthy"}[self.state]
+
+    @property
+    def explanation(self) -> str:
+        text = f"Estimated provider success rate {self.rate} (error below {ERROR_BELOW})"
+        if self.hours_to_error is not None and self.state != "error":
+            text += f"; at the last {TREND_HOURS} h pace it falls below {ERROR_BELOW} in about "
+            text += f"{self.hours_to_error:.0f} h" if self.hours_to_error >= 1 else "less than an hour"
+        if self.lowest < self.rate:
+            text += f"; lowest in 7 days {self.lowest}"
+        return text
+
+
+def replay(rows: Iterable[dict[str, Any]], now: datetime) -> dict[str, UrlHealth]:
+    """Rows of (webhook_url, hour, status, retries, n) from the rollups, oldest first."""
+    successes: dict[str, dict[datetime, int]] = defaultdict(lambda: defaultdict(int))
+    failures: dict[str, dict[datetime, int]] = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        url, first, retries, n = row["webhook_url"], row["hour"], max(0, int(row["retries"])), int(row["n"])
+        retries = min(retries, len(RETRY_SCHEDULE_SECONDS))
+        failed_attempts = retries if row["status"] == DeliveryStatus.DELIVERED else retries + 1
+        for k in range(failed_attempts):
+            # The record says the attempt happened; if the schedule puts it in the future, it came early.
+            at = first + timedelta(seconds=ATTEMPT_OFFSETS[k])
+            failures[url][HourlyRollup.hour_of(min(at, now))] += n
+        if row["status"] == DeliveryStatus.DELIVERED:
+            at = first + timedelta(seconds=ATTEMPT_OFFSETS[retries])
+            successes[url][HourlyRollup.hour_of(min(at, now))] += n
+    result: dict[str, UrlHealth] = {}
+    end = HourlyRollup.hour_of(now)
+    for url in set(successes) | set(failures):
+        health = UrlHealth(url)
+        hours = sorted(set(successes[url]) | set(failures[url]))
+        slot = hours[0]
+        rate = 100
+        while slot <= end:
+            s, f = successes[url].get(slot, 0), failures[url].get(slot, 0)
+            rate = max(0, min(100, rate + s - f))
+            health.attempts += s + f
+            health.failed_attempts += f
+            health.lowest = min(health.lowest, rate)
+            health.history.append(rate)
+            slot += timedelta(hours=1)
+        health.rate = rate
+        if len(health.history) > TREND_HOURS:
+            health.trend_per_hour = (rate - health.history[-1 - TREND_HOURS]) / TREND_HOURS
+            if health.trend_per_hour < 0 and rate >= ERROR_BELOW:
+                health.hours_to_error = (rate - ERROR_BELOW + 1) / -health.trend_per_hour
+        result[url] = health
+    return result
+
+
+def worst(healths: Iterable[UrlHealth]) -> UrlHealth | None:
+    order = {"error": 0, "at-risk": 1, "ok": 2}
+    candidates = sorted(healths, key=lambda h: (order[h.state], h.rate))
+    return candidates[0] if candidates else None
+
+
+def url_health_now(now: datetime, urls: Iterable[str] | None = None) -> dict[str, UrlHealth]:
+    """The estimate for every webhook URL (or only `urls`) from the rollups of the last WINDOW."""
+    rollups = HourlyRollup.objects.between(HourlyRollup.hour_of(now - WINDOW), None)
+    if urls is not None:
+        rollups = rollups.filter(webhook_url__in=list(urls))
+    return replay(rollups.attempts_by_url(), now)

@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+import copy
+import random
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection, transaction
+from psycopg.types.json import Jsonb
+
+from dashboard.deliveries.ingest import COLUMN_NAMES, COPY_TYPES, StoreResult, store_parsed
+from dashboard.deliveries.records import parse_records, raw_json
+
+TABLES = ("deliveries_delivery", "deliveries_errorgroup", "deliveries_hourlyrollup", "deliveries_stream")
+ERRORS = (
+    "connect ECONNREFUSED 203.0.113.{n}:443",
+    "timeout of 10000ms exceeded",
+    "Request failed with status code 502",
+    "getaddrinfo ENOTFOUND hook{n}.example.com",
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Measure the ingest write path against plain binary COPY into the same schema, in scratch schemas "
+        "that are dropped afterwards (the real tables are not touched)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--rows", type=int, default=20_000)
+        parser.add_argument("--batch", type=int, default=1_000, help="Rows per transaction (a poll page is 100).")
+        parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument("--rounds", type=int, default=3, help="Rounds on fresh tables; medians are shown.")
+
+    def handle(self, *args: Any, rows: int, batch: int, seed: int, rounds: int, **options: Any) -> None:
+        records = _records(rows, random.Random(seed))
+        size = sum(len(r["payload_bytes"]) for r in records) / len(records)
+        for r in records:
+            del r["payload_bytes"]
+        self.stdout.write(f"{rows} records, ~{size / 1024:.1f} KB payload each, {batch} per transaction")
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW default_toast_compression")
+            self.stdout.write(f"server default TOAST compression: {cursor.fetchone()[0]}")
+        timings: dict[str, list[float]] = {"copy": [], "new": [], "unchanged": [], "changed": [], "parse": []}
+        try:
+            for _round in range(rounds):
+                # COPY and upsert alternate on fresh tables, so a busy machine slows both alike.
+                _make_schema("bench_copy")
+                _make_schema("bench_upsert")
+                started = time.perf_counter()
+                parsed = parse_records(records, [])
+                timings["parse"].append(time.perf_counter() - started)
+                timings["copy"].append(_timed(_plain_copy, parsed, batch))
+                timings["new"].append(_timed(_upsert, parsed, batch))
+                timings["unchanged"].append(_timed(_upsert, parsed, batch))
+                edited = copy.deepcopy(records)
+                for r in edited[::10]:
+                    r["tinyPayload"]["retries"] += 1
+                    r["payload"]["retries"] += 1
+                    r["errorMessage"] = "socket hang up"
+                changed = parse_records(edited, [])
+                timings["changed"].append(_timed(_upsert, changed, batch))
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET search_path TO DEFAULT")
+                cursor.execute("DROP SCHEMA IF EXISTS bench_copy CASCADE")
+                cursor.execute("DROP SCHEMA IF EXISTS bench_upsert CASCADE")
+        copy_seconds, upsert_seconds, unchanged_seconds, changed_seconds, parse_seconds = (
+            statistics.median(timings[k]) for k in ("copy", "new", "unchanged", "changed", "parse")
+        )
+
+        def line(label: str, seconds: float) -> str:
+            return f"{label:<58} {rows / seconds:>10,.0f} rows/s  ({seconds:.2f} s)"
+
+        self.stdout.write(line("plain COPY binary into the same schema (no derived data)", copy_seconds))
+        self.stdout.write(line("upsert, new rows (stage COPY + upsert + groups, rollups, streams)", upsert_seconds))
+        self.stdout.write(line("upsert, same rows again (all unchanged, nothing written)", unchanged_seconds))
+        self.stdout.write(line("upsert, 10 % of rows changed", changed_seconds))
+        self.stdout.write(line("parsing in Python (orjson, derived fields, digest)", parse_seconds))
+        self.stdout.write(
+            f"upsert / COPY ratio: {copy_seconds / upsert_seconds:.2f} "
+            f"(with parsing: {copy_seconds / (upsert_seconds + parse_seconds):.2f})"
+        )
+
+
+def _timed(work: Any, *args: Any) -> float:
+    started = time.perf_counter()
+    work(*args)
+    return time.perf_counter() - started
+
+
+def _make_schema(name: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        cursor.execute(f"CREATE SCHEMA {name}")
+        for table in TABLES:
+            # Same columns, indexes, defaults and TOAST compression as the real table; no foreign keys.
+            cursor.execute(f"CREATE TABLE {name}.{table} (LIKE public.{table} INCLUDING ALL)")
+
+
+def _plain_copy(parsed: list[Any], batch: int) -> None:
+    columns = ", ".join(COLUMN_NAMES)
+    now = datetime.now(UTC)
+    for start in range(0, len(parsed), batch):
+        with transaction.atomic(), connection.cursor() as cursor:
+            raw = cursor.cursor
+            with raw.copy(f"COPY bench_copy.deliveries_delivery ({columns}) FROM STDIN (FORMAT BINARY)") as out:
+                out.set_types(COPY_TYPES)
+                for p in parsed[start : start + batch]:
+                    out.write_row(
+                        (
+                            p.id, 1, p.date, p.stream_id, p.tag, p.webhook_url, p.chain_id, p.confirmed,
+                            p.block_number, p.records, p.retries, p.error_message, p.status, None,
+                            p.search_keys, Jsonb(p.tiny_payload, dumps=raw_json),
+                            Jsonb(p.payload, dumps=raw_json) if p.payload is not None else None,
+                            p.record_hash, now, now,
+                        )
+                    )
+
+
+def _upsert(parsed: list[Any], batch: int) -> None:
+    with connection.cursor() as cursor:
+        # Unqualified table names in the write path resolve to the scratch schema first.
+        cursor.execute("SET search_path TO bench_upsert, public")
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.deliveries_delivery_stage")
+    try:
+        for start in range(0, len(parsed), batch):
+            store_parsed(1, parsed[start : start + batch], StoreResult())
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET search_path TO DEFAULT")
+
+
+def _hex(r: random.Random, nbytes: int) -> str:
+    return "0x" + r.randbytes(nbytes).hex()
+
+
+def _records(count: int, r: random.Random) -> list[dict[str, Any]]:
+    """Records shaped like the upstream's, with ~5 KB EVM payloads (logs, txs, internal txs, transfers)."""
+    import orjson
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    streams = [str(uuid.UUID(int=r.getrandbits(128))) for _ in range(6)]
+    out = []
+    for n in range(count):
+        stream = streams[n % len(streams)]
+        block = 19_000_000 + n // 2
+        tx = _hex(r, 32)
+        addr = [_hex(r, 20) for _ in range(4)]
+        failing = r.random() < 0.1
+        retries = r.randint(0, 7) if failing else r.choice((0, 0, 0, 1))
+        payload = {
+            "block": {"number": str(block), "hash": _hex(r, 32), "timestamp": str(1_700_000_000 + n * 6)},
+            "chainId": "0x1",
+            "logs": [
+                {"logIndex": str(i), "transactionHash": tx, "address": addr[0], "data": _hex(r, 64),
+                 "topic0": _hex(r, 32), "topic1": _hex(r, 32), "topic2": _hex(r, 32), "topic3": None,
+                 "triggers": [{"name": "fromBalance", "value": str(r.getrandbits(64))}]}
+                for i in range(3)
+            ],
+            "txs": [
+                {"hash": tx, "gas": "21000", "gasPrice": str(r.getrandbits(40)), "nonce": str(n),
+                 "input": _hex(r, 200), "transactionIndex": "3", "fromAddress": addr[1], "toAddress": addr[2],
+                 "value": str(r.getrandbits(60)), "type": "2", "v": "1", "r": _hex(r, 32), "s": _hex(r, 32),
+                 "receiptCumulativeGasUsed": "123456", "receiptGasUsed": "21000", "receiptContractAddress": None,
+                 "receiptRoot": None, "receiptStatus": "1"}
+            ],
+            "txsInternal": [{"from": addr[2], "to": addr[3], "value": "1", "transactionHash": tx, "gas": "2300"}],
+            "erc20Transfers": [
+                {"transactionHash": tx, "logIndex": "1", "contract": addr[0], "from": addr[1], "to": addr[3],
+                 "value": str(r.getrandbits(64)), "tokenName": "Token", "tokenSymbol": "TKN", "tokenDecimals": "18"}
+            ],
+            "abi": [{"anonymous": False, "inputs": [{"indexed": True, "name": "from", "type": "address"}],
+                     "name": "Transfer", "type": "event"}],
+            "retries": retries,
+            "confirmed": n % 2 == 1,
+            "tag": f"tag-{stream[:4]}",
+            "streamId": stream,
+        }
+        record = {
+            "id": str(uuid.UUID(int=r.getrandbits(128), version=4)),
+            "date": (start + timedelta(seconds=n * 6)).isoformat().replace("+00:00", "Z"),
+            "tinyPayload": {"chainId": "0x1", "confirmed": n % 2 == 1, "block": str(block), "records": 5,
+                            "retries": retries},
+            "errorMessage": r.choice(ERRORS).format(n=r.randint(1, 250)) if failing else "",
+            "webhookUrl": f"https://hooks.example.com/{stream[:8]}",
+            "streamId": stream,
+            "tag": f"tag-{stream[:4]}",
+            "payload": payload,
+            "payload_bytes": orjson.dumps(payload),
+        }
+        out.append(record)
+    return out

@@ -1,0 +1,71 @@
+"""One scheduled poll of one source: the step the worker's task and the `poll_history` command both run.
+
+It checks that the source is due (enabled, not backing off), takes the per-source lock so that one walk of
+a source's checkpoints runs at a time across every worker, beat and terminal, polls, and tells the apps
+above (through `signals.failures_stored`) when new failures were stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+
+from dashboard.polling.locks import exclusive, source_lock_name
+from dashboard.polling.signals import failures_stored
+from dashboard.polling.walks import PollResult, poll
+from dashboard.sources.models import Source
+from dashboard.upstream.errors import UpstreamError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PollRun:
+    """What one run did: `result` when it polled; otherwise `skipped` or `error` says why not."""
+
+    source: Source
+    result: PollResult | None = None
+    skipped: str = ""
+    error: str = ""
+
+    @property
+    def summary(self) -> str:
+        if self.skipped:
+            return f"{self.source.name}: skipped, {self.skipped}"
+        if self.error:
+            return f"{self.source.name}: failed, {self.error}"
+        assert self.result is not None
+        stored = self.result.stored
+        return (
+            f"{self.source.name}: {self.result.pages} pages, {stored.inserted} new, {stored.updated} updated, "
+            f"{stored.unchanged} unchanged, {len(stored.rejected)} rejected"
+            + ("" if self.result.complete else " (incomplete: continues next run)")
+        )
+
+
+def poll_source(source: Source) -> PollRun:
+    """Poll the source once if it is due and nobody else is polling it."""
+    if not source.enabled:
+        return PollRun(source, skipped="the source is disabled")
+    if not source.should_poll():
+        return PollRun(source, skipped=f"backing off after {source.last_error_kind or 'an error'} "
+                                       f"until {source.backoff_until:%Y-%m-%d %H:%M:%S} UTC")
+    with exclusive(source_lock_name(source.pk), timeout=settings.CELERY_TASK_TIME_LIMIT) as held:
+        if held is None:
+            return PollRun(source, skipped="a poll of this source is already running")
+        try:
+            result = poll(source)
+        except UpstreamError as exc:
+            # Recorded on the source by the poll; the next run tries again.
+            log.warning("source %s: poll failed: %s", source.name, exc.message)
+            return PollRun(source, error=exc.message)
+        except SoftTimeLimitExceeded:
+            # The page in flight was rolled back; its walk checkpoint resumes in the next run.
+            log.warning("source %s: poll hit the soft time limit", source.name)
+            return PollRun(source, error="the task's soft time limit was reached; continues next run")
+    if result.stored.new_failures:
+        failures_stored.send(sender=Source, source=source, count=result.stored.new_failures)
+    return PollRun(source, result=result)

@@ -1,0 +1,287 @@
+"""Walking the upstream history of one source into the database.
+
+Every read of the history is a *walk*: pages from the newest towards the oldest, each page stored in one
+transaction together with the walk's checkpoint (the cursor of the next page). A walk that dies (killed
+worker, dropped connection, upstream failure after the client's retries) resumes at the first page it had
+not stored. Three kinds:
+
+- head: down to the first page that reaches below the source's `synced_through` (everything at or before
+  it is stored) and holds records already stored and unchanged, then `synced_through` moves up to the
+  newest record the walk saw. The first head walk of a source reads the whole history.
+- revisit: the retry window (RETRY_WINDOW_HOURS back from the newest record), re-read in full because a
+  retry changes the record in place (`retries`, `errorMessage`, the payload's `retries`); unchanged records
+  cost a digest comparison and no write.
+- backfill: the whole history, from the `backfill_history` command, with a progress bar.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from dashboard.deliveries.ingest import StoreResult, store_records
+from dashboard.polling.models import HistoryWalk, WalkKind
+from dashboard.sources.clients import streams_client
+from dashboard.sources.models import Source
+from dashboard.upstream.client import UpstreamClient
+from dashboard.upstream.errors import BadRequest, BadResponse, NotFound
+from dashboard.upstream.history import HistoryPage, fetch_history_page
+from dashboard.upstream.parsing import as_datetime
+
+log = logging.getLogger(__name__)
+
+# A head walk reads this far below `synced_through`, for records that show up slightly out of date order.
+HEAD_OVERLAP = timedelta(minutes=2)
+
+PageCallback = Callable[[HistoryWalk, HistoryPage, StoreResult], None]
+
+
+@dataclass
+class WalkOutcome:
+    walk: HistoryWalk
+    pages: int = 0
+    stored: StoreResult = field(default_factory=StoreResult)
+    # False when the time budget ran out first; the checkpoint holds the place.
+    complete: bool = False
+    resumed: bool = False
+
+
+@dataclass
+class PollResult:
+    source: str
+    pages: int
+    stored: StoreResult
+    skipped: str = ""
+    complete: bool = True
+    revisited: bool = False
+
+
+def walk_history(
+    source: Source,
+    kind: str,
+    *,
+    client: UpstreamClient,
+    stop_before: datetime | None,
+    deadline: float | None = None,
+    restart: bool = False,
+    max_pages: int | None = None,
+    on_page: PageCallback | None = None,
+) -> WalkOutcome:
+    """Walk (or resume walking) the history; returns once complete, past `deadline` or after `max_pages`."""
+    now = timezone.now()
+    # get_or_create: two walkers of one source that bypass the poll lock must not collide on the row.
+    state, created = HistoryWalk.objects.get_or_create(
+        source=source, kind=kind, defaults={"started_at": now, "updated_at": now}
+    )
+    resumed = not created and not state.finished and not restart
+    if not resumed:
+        _start_afresh(state, stop_before, now)
+    outcome = WalkOutcome(walk=state, resumed=resumed)
+    followed: set[str] = set()
+    while True:
+        if deadline is not None and time.monotonic() > deadline:
+            return outcome
+        if max_pages is not None and outcome.pages >= max_pages:
+            return outcome
+        followed.add(state.cursor)
+        try:
+            page = fetch_history_page(client, limit=settings.HISTORY_PAGE_SIZE, cursor=state.cursor or None)
+        except (BadRequest, NotFound) as exc:
+            if not (outcome.resumed and outcome.pages == 0 and state.cursor):
+                raise
+            # A checkpoint cursor the upstream no longer accepts (expired, or issued before a redeploy)
+            # would fail every run: start again from the newest page; the stop point stays where it was.
+            log.warning(
+                "source %s: the upstream refused the %s walk's saved cursor (%s); walking again from the newest page",
+                source.name, kind, exc.message,
+            )
+            _start_afresh(state, stop_before, timezone.now())
+            outcome.resumed = False
+            followed.clear()
+            continue
+        dates = [d for d in (as_datetime(r.get("date")) for r in page.records) if d is not None]
+        below_stop = state.stop_before is not None and any(d < state.stop_before for d in dates)
+        with transaction.atomic():
+            stored = store_records(source, page.records)
+            # A head walk ends where it meets records it already holds, unchanged; a date alone is not
+            # enough (one record stamped in the future by a skewed clock would cut every later walk short).
+            reached_stop = below_stop and (kind != WalkKind.HEAD or stored.unchanged > 0)
+            # An upstream that hands out a cursor already followed would keep this walk going in circles: the
+            # page is stored, the walk ends unfinished (nothing is marked synced) and the next run starts
+            # afresh.
+            circular = page.cursor is not None and page.cursor in followed and not reached_stop
+            done = page.cursor is None or reached_stop or circular
+            stored.rejected.extend(f"not a record: {item!r}"[:200] for item in page.malformed)
+            state.cursor = page.cursor or ""
+            state.pages += 1
+            state.records += len(page.records)
+            if page.total is not None and page.total >= 0:
+                state.upstream_total = page.total
+            if state.top_date is None and dates:
+                state.top_date = max(dates)
+            state.updated_at = timezone.now()
+            state.finished_at = state.updated_at if done else None
+            state.save()
+        outcome.pages += 1
+        outcome.stored.add(stored)
+        if on_page is not None:
+            on_page(state, page, stored)
+        if circular:
+            raise BadResponse(
+                f"the upstream returned a history cursor it had already given (after {state.pages} pages); "
+                "the walk stops and starts again from the newest page"
+            )
+        if done:
+            outcome.complete = True
+            return outcome
+
+
+def _start_afresh(state: HistoryWalk, stop_before: datetime | None, now: datetime) -> None:
+    state.cursor = ""
+    state.top_date = None
+    state.stop_before = stop_before
+    state.pages = 0
+    state.records = 0
+    state.upstream_total = None
+    state.started_at = now
+    state.updated_at = now
+    state.finished_at = None
+    state.save()
+
+
+def mark_synced(source: Source, walk: HistoryWalk) -> None:
+    """A complete head or backfill walk: everything at or before its top is stored."""
+    if walk.top_date is not None:
+        source.record_synced_through(walk.top_date)
+
+
+def _record_failure(source: Source, exc: Exception) -> None:
+    try:
+        source.record_failure(exc)
+    except DatabaseError:
+        # The database itself failed (perhaps what raised `exc`): nothing can be recorded now.
+        log.warning("source %s: could not record the poll failure: %s", source.name, exc)
+
+
+def _deadline(budget: float | None) -> float | None:
+    return time.monotonic() + budget if budget else None
+
+
+def poll_head(
+    source: Source,
+    *,
+    client: UpstreamClient | None = None,
+    max_pages: int | None = None,
+    budget_seconds: float | None = None,
+) -> PollResult:
+    """Read what is new at the head of the history (the whole history the first time).
+
+    Sync state (success, failure, lag, records per poll) is recorded on the source; upstream errors are
+    re-raised after that.
+    """
+    own_client = client is None
+    client = client or streams_client(source)
+    deadline = _deadline(budget_seconds if budget_seconds is not None else settings.POLL_TIME_BUDGET_SECONDS)
+    total = StoreResult()
+    pages = 0
+    complete = False
+    newest: datetime | None = None
+    source.record_poll_started()
+    try:
+        # A walk killed earlier is finished first; then one fresh walk covers what arrived meanwhile.
+        for _ in range(2):
+            stop = source.synced_through - HEAD_OVERLAP if source.synced_through else None
+            outcome = walk_history(
+                source, WalkKind.HEAD, client=client, stop_before=stop, deadline=deadline, max_pages=max_pages
+            )
+            pages += outcome.pages
+            total.add(outcome.stored)
+            if outcome.walk.top_date and (newest is None or outcome.walk.top_date > newest):
+                newest = outcome.walk.top_date
+            complete = outcome.complete
+            if not complete:
+                break
+            mark_synced(source, outcome.walk)
+            if outcome.walk.stop_before is None:
+                # A walk of the whole history has read the retry window too.
+                source.record_revisit(outcome.walk.started_at)
+            if not outcome.resumed:
+                break
+    except Exception as exc:
+        _record_failure(source, exc)
+        raise
+    finally:
+        if own_client:
+            client.close()
+    source.record_success(records=total.written, newest_date=newest)
+    log.info(
+        "source %s: head poll, %d pages, %d new, %d updated, %d unchanged, %d rejected%s",
+        source.name, pages, total.inserted, total.updated, total.unchanged, len(total.rejected),
+        "" if complete else " (time budget used up; continues next run)",
+    )
+    return PollResult(source=source.name, pages=pages, stored=total, complete=complete)
+
+
+def revisit_due(source: Source, now: datetime | None = None) -> bool:
+    now = now or timezone.now()
+    if HistoryWalk.objects.filter(source=source, kind=WalkKind.REVISIT, finished_at__isnull=True).exists():
+        return True
+    interval = timedelta(seconds=settings.REVISIT_INTERVAL_SECONDS)
+    return source.last_revisit_at is None or now - source.last_revisit_at >= interval
+
+
+def revisit_retry_window(
+    source: Source, *, client: UpstreamClient | None = None, budget_seconds: float | None = None
+) -> PollResult:
+    """Re-read the retry window in full and update the records that changed since they were stored."""
+    own_client = client is None
+    client = client or streams_client(source)
+    deadline = _deadline(budget_seconds if budget_seconds is not None else settings.POLL_TIME_BUDGET_SECONDS)
+    # The window is measured from the newest upstream record, not our clock: the upstream's own clock
+    # decides which records it still retries.
+    reference = source.newest_upstream_date or timezone.now()
+    stop = reference - timedelta(hours=settings.RETRY_WINDOW_HOURS)
+    try:
+        outcome = walk_history(source, WalkKind.REVISIT, client=client, stop_before=stop, deadline=deadline)
+    except Exception as exc:
+        _record_failure(source, exc)
+        raise
+    finally:
+        if own_client:
+            client.close()
+    if outcome.complete:
+        finished = outcome.walk.finished_at or timezone.now()
+        source.record_revisit(finished)
+    log.info(
+        "source %s: retry-window revisit, %d pages, %d new, %d updated, %d unchanged%s",
+        source.name, outcome.pages, outcome.stored.inserted, outcome.stored.updated, outcome.stored.unchanged,
+        "" if outcome.complete else " (time budget used up; continues next run)",
+    )
+    return PollResult(
+        source=source.name, pages=outcome.pages, stored=outcome.stored, complete=outcome.complete, revisited=True
+    )
+
+
+def poll(source: Source, *, client: UpstreamClient | None = None) -> PollResult:
+    """One scheduled poll: the head, then the retry window when its revisit is due."""
+    own_client = client is None
+    client = client or streams_client(source)
+    try:
+        result = poll_head(source, client=client)
+        if result.complete and revisit_due(source):
+            revisit = revisit_retry_window(source, client=client)
+            result.pages += revisit.pages
+            result.stored.add(revisit.stored)
+            result.revisited = True
+            result.complete = revisit.complete
+    finally:
+        if own_client:
+            client.close()
+    return result

@@ -1,0 +1,359 @@
+"""Stream statuses, stats and delivery logs, read off the attempts the history makes.
+
+A ledger walks every attempt since the streams were created, in time order, and applies the provider's
+published rule: each webhook URL has a success rate that starts at 100, loses 1 per failed attempt and
+gains 1 per successful one (capped at 100, floored at 0); while it is below 70, the active streams sending
+to that URL are put in `error`; a stream 24 h in `error` is `terminated`. The same walk counts the attempts
+for the stats. Actions asked for through the API (a status change, a replay, a block re-sent) join the walk
+at the moment they were made, so the ledger is a function of the seed, the clock and those requests.
+
+DECISION: the scripted deliveries are not held back while a stream is in `error` or `terminated` (the
+provider stops sending then): /history stays what it was before statuses were modelled, and statuses, stats
+and logs are read off that same history. What the simulator refuses in those states is what is asked of it
+through the API: a replay or a re-sent block ("Stream is in error state"), and any status change of a
+terminated stream.
+DECISION: bringing a stream back to `active` from `error` restarts its webhook URL's success rate at 100;
+otherwise the first attempt after it would put the stream straight back in `error`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from dashboard.simulator import catalog, entropy
+from dashboard.simulator.history import EVENT_SLOT, BlockEvent, Delivery, HistoryWorld, Stream, build_payload
+
+ERROR_THRESHOLD = 70
+TERMINATE_AFTER = 86400.0
+IN_ERROR = "Stream is in error state"
+
+DESCRIPTIONS = {
+    "usdc-transfers": "USDC transfers of the payment wallets",
+    "nft-sales": "Sales on the marketplace contracts",
+    "treasury-wallets": "Native transfers of the treasury wallets",
+    "uniswap-v2-swaps": "Swaps on the watched Uniswap V2 pairs",
+    "bsc-payments": "Stablecoin payments on BNB Chain",
+    "game-items": "Game item transfers",
+    "arbitrum-mints": "Mints of the Arbitrum collections",
+    "avax-deposits": "Deposits to the Avalanche hot wallet",
+}
+TOPICS = {
+    "erc20": ["Transfer(address,address,uint256)"],
+    "nft": ["Transfer(address,address,uint256)"],
+    "swap": ["Swap(address,uint256,uint256,uint256,uint256,address)"],
+    "native": None,
+}
+
+
+@dataclass
+class Counts:
+    delivered: int = 0
+    failed: int = 0
+    logs: int = 0
+    txs: int = 0
+    txs_internal: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "totalWebhooksDelivered": self.delivered,
+            "totalWebhooksFailed": self.failed,
+            "totalLogsProcessed": self.logs,
+            "totalTxsProcessed": self.txs,
+            "totalTxsInternalProcessed": self.txs_internal,
+        }
+
+    def add(self, other: Counts) -> None:
+        self.delivered += other.delivered
+        self.failed += other.failed
+        self.logs += other.logs
+        self.txs += other.txs
+        self.txs_internal += other.txs_internal
+
+
+@dataclass(frozen=True)
+class Transition:
+    at: float
+    stream_id: str
+    status: str
+    # The URL's success rate at that moment.
+    rate: int
+
+
+@dataclass
+class Action:
+    at: float
+    kind: str  # status | replay | resend
+    stream_id: str
+    status: str = ""
+    delivery: Delivery | None = None
+    error: str = ""
+
+
+@dataclass
+class _Ledger:
+    origin: float
+    t: float
+    next_slot: int
+    rates: dict[str, int]
+    status: dict[str, str]
+    message: dict[str, str]
+    since: dict[str, float]
+    counts: dict[str, Counts]
+    last_attempt: float | None = None
+    transitions: list[Transition] = field(default_factory=list)
+    # (time, order key, attempt number, item): scheduled attempts and actions still ahead of `t`.
+    heap: list[tuple[float, str, int, Any]] = field(default_factory=list)
+    # (block time, (logs, txs, internal txs)) per block event, for the events whose deliveries are recent.
+    sizes: dict[str, tuple[float, tuple[int, int, int]]] = field(default_factory=dict)
+
+
+class StreamsWorld:
+    def __init__(self, history: HistoryWorld, *, origin: float) -> None:
+        self.history = history
+        # When the streams were created: stats count from here, and the history begins here.
+        self.origin = origin
+        self.by_id: dict[str, Stream] = {s.id: s for s in history.streams}
+        self._lock = threading.RLock()
+        self._actions: list[Action] = []
+        self._ledger: _Ledger | None = None
+        self._resends: dict[tuple[str, int], int] = {}
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def stream(self, stream_id: str) -> Stream | None:
+        return self.by_id.get(stream_id.lower())
+
+    def status(self, stream: Stream, now: float) -> tuple[str, str]:
+        with self._lock:
+            ledger = self._advance(now)
+            return ledger.status[stream.id], ledger.message[stream.id]
+
+    def rate(self, url: str, now: float) -> int:
+        with self._lock:
+            return self._advance(now).rates[url]
+
+    def transitions(self, now: float) -> list[Transition]:
+        with self._lock:
+            return list(self._advance(now).transitions)
+
+    def counts(self, now: float) -> tuple[dict[str, Counts], float]:
+        """Per-stream counts since the streams were created, and when they last changed."""
+        with self._lock:
+            ledger = self._advance(now)
+            copies = {sid: Counts(**vars(c)) for sid, c in ledger.counts.items()}
+            return copies, ledger.last_attempt if ledger.last_attempt is not None else ledger.origin
+
+    def render(self, stream: Stream, now: float) -> dict[str, Any]:
+        status, message = self.status(stream, now)
+        return {
+            "id": stream.id,
+            "webhookUrl": stream.webhook.url,
+            "description": DESCRIPTIONS.get(stream.tag, stream.tag),
+            "tag": stream.tag,
+            "topic0": TOPICS.get(stream.kind),
+            "allAddresses": False,
+            "includeNativeTxs": stream.kind == "native",
+            "includeContractLogs": stream.kind != "native",
+            "includeInternalTxs": stream.kind == "native",
+            "includeAllTxLogs": False,
+            "getNativeBalances": [],
+            "abi": None,
+            "advancedOptions": None,
+            "chainIds": [stream.chain.hex_id],
+            "demo": False,
+            "triggers": None,
+            "status": status,
+            "statusMessage": message,
+        }
+
+    # -- actions -----------------------------------------------------------------------------------
+
+    def set_status(self, stream: Stream, status: str, now: float) -> str | None:
+        """Apply a status change asked for now; the refusal's text when the provider would refuse it."""
+        with self._lock:
+            ledger = self._advance(now)
+            if ledger.status[stream.id] == "terminated":
+                return "Stream is terminated and cannot be updated"
+            self._act(ledger, Action(now, "status", stream.id, status=status))
+            return None
+
+    def replay(self, stream: Stream, delivery: Delivery, now: float) -> str | None:
+        """One new attempt of `delivery` now; the refusal's text when the stream cannot send."""
+        with self._lock:
+            ledger = self._advance(now)
+            if ledger.status[stream.id] in ("error", "terminated"):
+                return IN_ERROR
+            error = self.history.replay(delivery, now)
+            self._act(ledger, Action(now, "replay", stream.id, delivery=delivery, error=error))
+            return None
+
+    def resend(self, stream: Stream, number: int, now: float) -> Delivery | str:
+        """A new delivery of block `number` to `stream`, made now; or the refusal's text."""
+        with self._lock:
+            ledger = self._advance(now)
+            if ledger.status[stream.id] in ("error", "terminated"):
+                return IN_ERROR
+            n = self._resends.get((stream.id, number), 0)
+            self._resends[(stream.id, number)] = n + 1
+            event = self._block_event(stream, number, now)
+            r = entropy.rng(self.history.seed, "resend", stream.id, number, n)
+            delivery = Delivery(entropy.uuid4(r), now, event, True)
+            self.history.add_extra(delivery)
+            self._act(ledger, Action(now, "resend", stream.id, delivery=delivery))
+            return delivery
+
+    def _block_event(self, stream: Stream, number: int, now: float) -> BlockEvent:
+        """The block as the history already has it (so a re-send carries the same payload), else a new one."""
+        key = f"{stream.id}:{number}"
+        index, lo, hi = self.history.window(now)
+        for d in index.deliveries[lo:hi]:
+            if d.event.key == key:
+                return d.event
+        ts = catalog.ANCHOR_TS + (number - stream.chain.anchor_block) * stream.chain.block_seconds
+        return BlockEvent(key=key, stream=stream, number=number, ts=ts)
+
+    def _act(self, ledger: _Ledger, action: Action) -> None:
+        self._actions.append(action)
+        if action.kind == "resend":
+            assert action.delivery is not None
+            self._push_delivery(ledger, action.delivery)
+        else:
+            heapq.heappush(ledger.heap, (action.at, f"~{len(self._actions):08d}", 0, action))
+        self._run(ledger, action.at)
+
+    # -- the walk ----------------------------------------------------------------------------------
+
+    def _advance(self, now: float) -> _Ledger:
+        ledger = self._ledger
+        if ledger is None or now < ledger.t:
+            # A clock set back: walk again from the start, with the actions made so far.
+            ledger = self._fresh()
+            self._ledger = ledger
+        self._run(ledger, now)
+        return ledger
+
+    def _fresh(self) -> _Ledger:
+        ledger = _Ledger(
+            origin=self.origin,
+            t=self.origin,
+            # The slot before: its confirmed deliveries may fall after the origin.
+            next_slot=int(self.origin // EVENT_SLOT) - 1,
+            rates={s.webhook.url: 100 for s in self.history.streams},
+            status={s.id: "active" for s in self.history.streams},
+            message={s.id: "Stream is active" for s in self.history.streams},
+            since={s.id: self.origin for s in self.history.streams},
+            counts={s.id: Counts() for s in self.history.streams},
+        )
+        for n, action in enumerate(self._actions, start=1):
+            if action.kind != "resend":
+                heapq.heappush(ledger.heap, (action.at, f"~{n:08d}", 0, action))
+        return ledger
+
+    def _run(self, ledger: _Ledger, until: float) -> None:
+        """Apply every attempt and action up to `until`, generating the hour-slots of deliveries as needed.
+
+        Every attempt of a slot's deliveries falls at or after the slot's start, so once the slots before
+        `next_slot` are generated, the heap holds every attempt before `next_slot`'s start.
+        """
+        while True:
+            bound = ledger.next_slot * EVENT_SLOT
+            heap = ledger.heap
+            while heap and heap[0][0] <= until and heap[0][0] < bound:
+                at, _, order, item = heapq.heappop(heap)
+                self._terminate_due(ledger, at)
+                if isinstance(item, Action):
+                    self._apply_action(ledger, item)
+                else:
+                    self._apply_attempt(ledger, item, order, at)
+            if bound > until:
+                break
+            slot = ledger.next_slot
+            ledger.next_slot += 1
+            for d in self.history.events_in_slot(slot):
+                if d.date >= ledger.origin:
+                    self._push_delivery(ledger, d)
+            for d in self.history.extras:
+                if int(d.date // EVENT_SLOT) == slot and d.date >= ledger.origin:
+                    self._push_delivery(ledger, d)
+            # Sizes of blocks whose two deliveries are both done are no longer needed.
+            ledger.sizes = {k: v for k, v in ledger.sizes.items() if v[0] >= bound - 2 * EVENT_SLOT}
+        self._terminate_due(ledger, until)
+        ledger.t = max(ledger.t, until)
+
+    def _push_delivery(self, ledger: _Ledger, d: Delivery) -> None:
+        for n, (at, _) in enumerate(self.history.attempts(d)):
+            heapq.heappush(ledger.heap, (at, d.id, n, d))
+
+    def _apply_attempt(self, ledger: _Ledger, d: Delivery, order: int, at: float) -> None:
+        if self.history.cancelled(d, at):
+            return
+        error = self.history.attempts(d)[order][1]
+        counts = ledger.counts[d.event.stream.id]
+        if order == 0:
+            # A block is processed once per delivery; retries send what was built.
+            logs, txs, internal = self._sizes(ledger, d.event)
+            counts.logs += logs
+            counts.txs += txs
+            counts.txs_internal += internal
+        self._count(ledger, d.event.stream, at, error)
+
+    def _apply_action(self, ledger: _Ledger, action: Action) -> None:
+        stream = self.by_id[action.stream_id]
+        if action.kind == "replay":
+            self._count(ledger, stream, action.at, action.error)
+        elif action.kind == "status":
+            current = ledger.status[stream.id]
+            if current == "terminated" or current == action.status:
+                return
+            if action.status == "active" and current == "error":
+                ledger.rates[stream.webhook.url] = 100
+            self._set(ledger, stream, action.status, action.at)
+
+    def _count(self, ledger: _Ledger, stream: Stream, at: float, error: str) -> None:
+        counts = ledger.counts[stream.id]
+        url = stream.webhook.url
+        if error:
+            counts.failed += 1
+            ledger.rates[url] = max(0, ledger.rates[url] - 1)
+        else:
+            counts.delivered += 1
+            ledger.rates[url] = min(100, ledger.rates[url] + 1)
+        ledger.last_attempt = at
+        if ledger.rates[url] < ERROR_THRESHOLD:
+            for other in self.history.streams:
+                if other.webhook.url == url and ledger.status[other.id] == "active":
+                    self._set(ledger, other, "error", at)
+
+    def _set(self, ledger: _Ledger, stream: Stream, status: str, at: float) -> None:
+        ledger.status[stream.id] = status
+        ledger.since[stream.id] = at
+        ledger.message[stream.id] = _message(status, stream, ledger.rates[stream.webhook.url])
+        ledger.transitions.append(Transition(at, stream.id, status, ledger.rates[stream.webhook.url]))
+
+    def _terminate_due(self, ledger: _Ledger, until: float) -> None:
+        for stream in self.history.streams:
+            if ledger.status[stream.id] == "error" and ledger.since[stream.id] + TERMINATE_AFTER <= until:
+                self._set(ledger, stream, "terminated", ledger.since[stream.id] + TERMINATE_AFTER)
+
+    def _sizes(self, ledger: _Ledger, event: BlockEvent) -> tuple[int, int, int]:
+        known = ledger.sizes.get(event.key)
+        if known is not None:
+            return known[1]
+        # Built here rather than taken from the history's cache, which serves the records being read.
+        payload = build_payload(self.history.seed, event)
+        sizes = (len(payload["logs"]), len(payload["txs"]), len(payload["txsInternal"]))
+        ledger.sizes[event.key] = (event.ts, sizes)
+        return sizes
+
+
+def _message(status: str, stream: Stream, rate: int) -> str:
+    if status == "error":
+        return f"Webhook success rate for {stream.webhook.url} fell below {ERROR_THRESHOLD}% ({rate}%)"
+    if status == "terminated":
+        return "Stream terminated after 24 hours in error state"
+    if status == "paused":
+        return "Stream paused by the user"
+    return "Stream is active"

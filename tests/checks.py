@@ -1,0 +1,104 @@
+"""Checks shared by the ingestion and polling tests: stored rows against the upstream's truth, and derived
+data against what the stored rows say when recomputed from scratch."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from django.db import connection
+from psycopg.conninfo import make_conninfo
+
+
+def truth(sim: Any) -> dict[uuid.UUID, dict[str, Any]]:
+    return {uuid.UUID(r["id"]): r for r in sim.world.history_records(include_payload=True)}
+
+
+def assert_matches_upstream(sim: Any) -> None:
+    """Every record the upstream shows now is stored exactly once, as the upstream shows it."""
+    from dashboard.deliveries.models import Delivery
+    from dashboard.deliveries.status import delivery_status
+
+    records = truth(sim)
+    stored = {d.id: d for d in Delivery.objects.filter(id__in=list(records))}
+    assert set(stored) == set(records)
+    for record_id, record in records.items():
+        row = stored[record_id]
+        assert row.error_message == record["errorMessage"], record_id
+        assert row.retries == int(record["tinyPayload"]["retries"]), record_id
+        assert row.payload == record.get("payload"), record_id
+        assert row.tiny_payload == record["tinyPayload"], record_id
+        assert row.status == delivery_status(record["errorMessage"], row.retries)
+        assert row.stream_id == record["streamId"] and row.tag == record["tag"]
+
+
+def assert_derived_exact() -> None:
+    """Error groups, rollups and streams equal what a from-scratch computation over the rows gives."""
+    from dashboard.deliveries.grouping import error_fingerprint, error_template
+    from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Stream
+
+    groups = {g.id: g for g in ErrorGroup.objects.all()}
+    counts: Counter[int] = Counter()
+    firsts: dict[int, datetime] = {}
+    lasts: dict[int, datetime] = {}
+    for d in Delivery.objects.only("id", "date", "error_message", "error_group_id"):
+        if not d.error_message:
+            assert d.error_group_id is None
+            continue
+        group = groups[d.error_group_id]
+        assert group.fingerprint == error_fingerprint(error_template(d.error_message))
+        counts[group.id] += 1
+        firsts[group.id] = min(firsts.get(group.id, d.date), d.date)
+        lasts[group.id] = max(lasts.get(group.id, d.date), d.date)
+    for group in groups.values():
+        assert group.delivery_count == counts[group.id], group.template
+        if counts[group.id]:
+            assert (group.first_seen, group.last_seen) == (firsts[group.id], lasts[group.id]), group.template
+
+    dims = "source_id, stream_id, tag, webhook_url, chain_id, status, error_group_id, retries"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT date_trunc('hour', date), {dims}, count(*) FROM deliveries_delivery "
+            f"GROUP BY 1, {dims}"
+        )
+        expected = {tuple(row[:-1]): row[-1] for row in cursor.fetchall()}
+        cursor.execute(f"SELECT hour, {dims}, sum(deliveries) FROM deliveries_hourlyrollup GROUP BY 1, {dims}")
+        actual = {tuple(row[:-1]): row[-1] for row in cursor.fetchall()}
+    assert actual == expected
+    assert HourlyRollup.objects.filter(deliveries=0).count() == 0
+
+    streams = {(s.source_id, s.stream_id): s for s in Stream.objects.all()}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT source_id, stream_id, min(date), max(date), COALESCE(array_agg(DISTINCT webhook_url"
+            " ORDER BY webhook_url) FILTER (WHERE webhook_url <> ''), '{}')"
+            " FROM deliveries_delivery GROUP BY 1, 2"
+        )
+        rows = cursor.fetchall()
+    assert set(streams) == {(r[0], r[1]) for r in rows}
+    for source_id, stream_id, first, last, urls in rows:
+        stream = streams[(source_id, stream_id)]
+        assert (stream.first_delivery_at, stream.last_delivery_at) == (first, last)
+        # A delivery without a webhook URL adds none to its stream.
+        assert stream.webhook_urls == urls
+
+
+def subprocess_database_url() -> str:
+    """The test database, for a child process (a manage.py command killed by a test)."""
+    db = connection.settings_dict
+    user = quote(db.get("USER") or "postgres", safe="")
+    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
+    # A socket directory (the project-local server) goes percent-encoded in the host part.
+    host = quote(db.get("HOST") or "127.0.0.1", safe="")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgresql://{user}{password}@{host}{port}/{quote(db['NAME'], safe='')}"
+
+
+def server_conninfo() -> str:
+    """The test database's server, as a psycopg connection string for a second, separate connection."""
+    db = connection.settings_dict
+    params = {"host": db.get("HOST"), "port": db.get("PORT"), "user": db.get("USER"), "password": db.get("PASSWORD")}
+    return make_conninfo(dbname="postgres", **{k: str(v) for k, v in params.items() if v})

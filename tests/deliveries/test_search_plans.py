@@ -1,0 +1,164 @@
+"""On a table big enough for the planner to be tempted (300 k generated rows, where a plain
+`search_keys && ARRAY[...] ORDER BY date DESC LIMIT n` walks the date index and filters every row for a
+rare key), the one search query serves the search box, the deliveries list and the admin: they find the
+same deliveries, and no plan removes more than a few thousand rows by filter, whatever the key's frequency.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.search import KEY_CANDIDATES, key_matches, parse_search
+from dashboard.devtools import generator
+from dashboard.devtools.generator import Generated, generate_deliveries
+from dashboard.sources.models import Source
+from tests.conftest import make_user
+
+ROWS = 300_000
+SEED = "plans"
+# One row in BUSY_EVERY holds this address besides its own: thousands of rows, more than KEY_CANDIDATES.
+BUSY = "0x" + "b5" * 20
+BUSY_EVERY = 50
+REMOVED_AT_MOST = 5_000
+
+
+@pytest.fixture(scope="module")
+def big_table(django_db_setup: None, django_db_blocker: Any) -> Iterator[Generated]:
+    """Committed once for the module (each test still runs in its own transaction), removed afterwards."""
+    with django_db_blocker.unblock():
+        made = generate_deliveries(ROWS, seed=SEED, analyze=False)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE deliveries_delivery SET search_keys = search_keys || %s::varchar[]"
+                " WHERE block_number %% %s = 0",
+                [[f"addr:{BUSY}"], BUSY_EVERY],
+            )
+            cursor.execute("ANALYZE deliveries_delivery")
+    yield made
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("TRUNCATE deliveries_delivery, deliveries_stream, deliveries_errorgroup CASCADE")
+        Source.objects.filter(pk=made.source.pk).delete()
+
+
+def oldest(made: Generated) -> Delivery:
+    """The oldest row: the worst case for a newest-first walk of the date index."""
+    return Delivery.objects.filter(source=made.source).order_by("date", "id").first()  # type: ignore[return-value]
+
+
+def terms(made: Generated) -> dict[str, str]:
+    row = oldest(made)
+    tx = next(k for k in row.search_keys if k.startswith("tx:"))[3:]
+    contract = generator.STREAMS[0][3]
+    return {
+        "rare tx hash": tx,
+        "address in ~80 rows": generator.address(SEED, 17),
+        "address in thousands of rows": BUSY,
+        "contract in an eighth of the rows": contract,
+        "Transfer topic, in every row": generator.TRANSFER_TOPIC,
+        "block": str(row.block_number),
+    }
+
+
+def explain(sql: str, params: Any = None) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
+        return "\n".join(line for (line,) in cursor.fetchall())
+
+
+def removed_by_filter(plan: str) -> int:
+    return sum(int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan))
+
+
+def newest_page(text: str, size: int = 51) -> tuple[list[Any], list[str]]:
+    """The search's first page, newest first, and the plans of every query it ran (probe and page)."""
+    term = parse_search(text)
+    with CaptureQueriesContext(connection) as captured:
+        found = key_matches(Delivery.objects.for_list(), term.keys).newest_first()[:size]
+        rows = list(found)
+    plans = [explain(q["sql"]) for q in captured.captured_queries]
+    return [d.pk for d in rows], plans
+
+
+def truth(text: str, size: int = 51) -> list[Any]:
+    """The same page read the slow, obvious way: every matching row sorted (a seq scan is fine here)."""
+    keys = list(parse_search(text).keys)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM (SELECT id, date, search_keys && %s::varchar[] AS hit FROM deliveries_delivery) t"
+            " WHERE hit ORDER BY date DESC, id DESC LIMIT %s",
+            [keys, size],
+        )
+        return [pk for (pk,) in cursor.fetchall()]
+
+
+def test_the_plain_overlap_tempts_the_planner_at_this_size(big_table: Generated, db: None) -> None:
+    """The premise: ordered and limited, the plain filter walks the date index and filters every row."""
+    tx = terms(big_table)["rare tx hash"]
+    qs = Delivery.objects.with_any_key(parse_search(tx).keys).newest_first()[:101]
+    plan = qs.explain(analyze=True)
+    assert "delivery_date_id" in plan and removed_by_filter(plan) > ROWS // 2, plan
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["rare tx hash", "address in ~80 rows", "address in thousands of rows", "contract in an eighth of the rows",
+     "Transfer topic, in every row", "block"],
+)
+def test_every_key_is_found_without_filtering_the_table(big_table: Generated, db: None, kind: str) -> None:
+    text = terms(big_table)[kind]
+    ids, plans = newest_page(text)
+    assert ids and ids == truth(text), kind
+    for plan in plans:
+        assert "Seq Scan on deliveries_delivery" not in plan or "never executed" in plan, plan
+        assert removed_by_filter(plan) <= REMOVED_AT_MOST, plan
+    if kind in ("rare tx hash", "address in ~80 rows", "block"):
+        # A rare key: its ids come from the GIN index, the page from the primary key.
+        assert "Bitmap Index Scan on delivery_search_keys" in plans[0], plans[0]
+        assert "deliveries_delivery_pkey" in plans[-1], plans[-1]
+
+
+def test_a_rare_key_is_fetched_by_id_even_when_its_rows_are_old(big_table: Generated, db: None) -> None:
+    text = terms(big_table)["rare tx hash"]
+    ids, plans = newest_page(text, size=101)
+    assert ids == [oldest(big_table).pk]
+    assert len(plans) == 2 and "delivery_date_id" not in plans[1], plans[1]
+
+
+def test_the_busy_address_has_more_rows_than_the_candidate_bound(big_table: Generated, db: None) -> None:
+    held = Delivery.objects.filter(search_keys__contains=[f"addr:{BUSY}"]).count()
+    assert KEY_CANDIDATES < held < 10 * KEY_CANDIDATES
+
+
+def test_keyset_pages_of_the_list_follow_the_matches(big_table: Generated, db: None) -> None:
+    client = Client()
+    client.force_login(make_user("pager"))
+    text = terms(big_table)["address in thousands of rows"]
+    wanted = truth(text, size=150)
+    seen: list[Any] = []
+    params = {"q": text}
+    for _ in range(3):
+        response = client.get("/deliveries/", params)
+        assert response.status_code == 200
+        seen += [d.pk for d in response.context["deliveries"]]
+        cursor = response.context["older_cursor"]
+        params = {"q": text, "after": cursor}
+    assert seen == wanted
+
+
+def test_the_search_box_the_list_and_the_admin_find_the_same_deliveries(big_table: Generated, db: None) -> None:
+    viewer, staff = Client(), Client()
+    viewer.force_login(make_user("viewer"))
+    staff.force_login(make_user("root", staff=True))
+    for kind, text in terms(big_table).items():
+        box = [d.pk for d in viewer.get("/search/", {"q": text}).context["deliveries"]]
+        listed = [d.pk for d in viewer.get("/deliveries/", {"q": text}).context["deliveries"]]
+        admin = [d.pk for d in staff.get("/admin/deliveries/delivery/", {"q": text}).context["cl"].result_list]
+        assert box[:50] == listed == admin == truth(text, size=50), kind

@@ -1,0 +1,414 @@
+"""Head polls, retry-window revisits and backfills against the simulator over HTTP: complete, never twice,
+and following records the upstream changes after they were first seen."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.core.management import call_command
+
+from dashboard.deliveries import ingest
+from dashboard.deliveries.models import Delivery
+from dashboard.polling.locks import redis_client, source_lock_name
+from dashboard.polling.models import HistoryWalk, WalkKind
+from dashboard.polling.walks import poll, poll_head, revisit_retry_window, walk_history
+from dashboard.sources.clients import streams_client
+from dashboard.sources.models import Source
+from dashboard.upstream.errors import BadResponse
+from tests.checks import (
+    assert_derived_exact,
+    assert_matches_upstream,
+    subprocess_database_url,
+    truth,
+)
+from tests.conftest import START
+from tests.factories import source_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _manage(*args: str, **env: str) -> subprocess.Popen[str]:
+    """A manage.py command in a child process on the test database, its output (both streams) as text."""
+    environment = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
+                   "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1", **env}
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def _wait_for_backfill_pages(source: Source, pages: int, child: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        walk = HistoryWalk.objects.filter(source=source, kind="backfill").first()
+        if walk is not None and walk.pages >= pages:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the backfill did not progress: {child.stdout.read() if child.stdout else ''}")
+
+
+@pytest.mark.django_db
+def test_the_first_poll_stores_the_whole_history_and_marks_it_synced(sim: Any, sim_source: Source) -> None:
+    result = poll(sim_source)
+
+    assert result.complete
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+    sim_source.refresh_from_db()
+    newest = max(Delivery.objects.values_list("date", flat=True))
+    assert sim_source.synced_through == newest == sim_source.newest_upstream_date
+    assert sim_source.records_last_poll == len(truth(sim))
+
+
+@pytest.mark.django_db
+def test_a_head_poll_reads_only_the_new_pages(sim: Any, sim_source: Source) -> None:
+    poll_head(sim_source)
+    sim.world.clock.advance(3 * 3600)
+    before = sim.world.requests_served
+
+    result = poll_head(sim_source)
+
+    # Three hours of records fit on one or two pages; the walk stops at what was stored.
+    assert 1 <= sim.world.requests_served - before <= 2
+    assert result.stored.inserted > 0
+    new_ids = set(truth(sim))
+    assert new_ids <= set(Delivery.objects.values_list("id", flat=True))
+
+
+@pytest.mark.django_db
+def test_a_head_poll_walks_past_new_pages_even_when_a_skewed_date_moved_the_synced_mark(
+    sim: Any, sim_source: Source
+) -> None:
+    poll_head(sim_source)
+    # A record once stamped a day ahead by a skewed clock: every record now dates below the synced mark.
+    Source.objects.filter(pk=sim_source.pk).update(synced_through=START + timedelta(days=1))
+    sim_source.refresh_from_db()
+    sim.world.clock.advance(20 * 3600)
+    new = set(truth(sim)) - set(Delivery.objects.values_list("id", flat=True))
+    assert len(new) > 150, "the new records should fill several pages"
+
+    poll_head(sim_source)
+
+    # The walk went on past the pages of new records to the first page holding stored ones (records changed
+    # in place further down are the revisit's job).
+    assert set(truth(sim)) <= set(Delivery.objects.values_list("id", flat=True))
+    assert_derived_exact()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_stops_a_backfill_with_a_word_not_a_traceback(make_simulator: Any) -> None:
+    sim = make_simulator(history_window_days=3)
+    source = source_for(sim)
+    sim.world.faults.latency_ms = 120
+    # Another poll holds the source: the command says it waits instead of sitting silent.
+    redis_client().set(f"lock:{source_lock_name(source.pk)}", "another-poll", ex=60)
+    child = _manage("backfill_history", "--source", source.name, "--no-progress")
+    try:
+        assert child.stdout is not None
+        assert "a poll of this source is running; waiting up to 300 s" in child.stdout.readline()
+        redis_client().delete(f"lock:{source_lock_name(source.pk)}")
+        _wait_for_backfill_pages(source, 2, child)
+        child.send_signal(signal.SIGINT)
+        output, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+    assert child.returncode == 130
+    assert "interrupted; run the command again to resume where it stopped" in output
+    assert "Traceback" not in output
+    assert not HistoryWalk.objects.get(source=source, kind="backfill").finished
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_stops_the_polling_loop_with_a_word(make_simulator: Any) -> None:
+    sim = make_simulator()
+    source = source_for(sim)
+    child = _manage("poll_history", "--source", source.name, POLL_INTERVAL_SECONDS="1")
+    try:
+        assert child.stdout is not None
+        # The command's own report of its first poll (log lines come first).
+        lines = iter(child.stdout.readline, "")
+        assert any(line.startswith(f"{source.name}: ") and " new, " in line for line in lines)
+        child.send_signal(signal.SIGINT)
+        output, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+    assert child.returncode == 0
+    assert "stopped; the next poll continues from the checkpoint" in output
+    assert "Traceback" not in output
+    assert_matches_upstream(sim)
+
+
+@pytest.mark.django_db
+def test_records_changed_after_first_seen_are_followed(sim: Any, sim_source: Source) -> None:
+    poll(sim_source)
+    failing = Delivery.objects.failures().count()
+    assert failing > 0, "the simulator should have failures in its window"
+
+    # Time passes: retries happen, some deliveries recover, others fail again; the oldest records expire.
+    sim.world.clock.advance(2 * 3600)
+    sim_source.refresh_from_db()
+    result = revisit_retry_window(sim_source)
+    head = poll_head(sim_source)
+
+    assert result.stored.updated > 0
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+    # Records that left the upstream's window stay stored.
+    assert Delivery.objects.count() > len(truth(sim))
+    assert head.complete
+
+
+@pytest.mark.django_db
+def test_the_revisit_runs_when_due(sim: Any, sim_source: Source, settings: Any) -> None:
+    poll(sim_source)
+    sim.world.clock.advance(3600)
+    sim_source.refresh_from_db()
+    Source.objects.filter(pk=sim_source.pk).update(last_revisit_at=None)
+    sim_source.refresh_from_db()
+
+    result = poll(sim_source)
+
+    assert result.revisited
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+
+
+@pytest.mark.django_db
+def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
+    sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = {"n": 0}
+    original = ingest._refresh_rollups
+
+    def failing(*args: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("killed mid-page")
+        original(*args)
+
+    monkeypatch.setattr(ingest, "_refresh_rollups", failing)
+    with pytest.raises(RuntimeError):
+        poll_head(sim_source)
+    walk = HistoryWalk.objects.get(source=sim_source, kind="head")
+    assert walk.pages == 2 and not walk.finished
+    assert Delivery.objects.count() == 2 * 100
+    sim_source.refresh_from_db()
+    assert sim_source.last_error_kind == "internal"
+
+    monkeypatch.setattr(ingest, "_refresh_rollups", original)
+    poll_head(sim_source)
+
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backfill_killed_mid_walk_resumes_without_refetching(make_simulator: Any) -> None:
+    sim = make_simulator(history_window_days=3)
+    source = source_for(sim)
+    pages_total = -(-len(truth(sim)) // 100)
+    sim.world.faults.latency_ms = 120
+    child = _manage("backfill_history", "--source", source.name, "--no-progress")
+    try:
+        _wait_for_backfill_pages(source, 3, child)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    stored_pages = HistoryWalk.objects.get(source=source, kind="backfill").pages
+    assert 3 <= stored_pages < pages_total
+    sim.world.faults.latency_ms = 0
+    # The dead process's poll lock would expire by itself after LOCK_TIMEOUT (test_locks covers expiry);
+    # here it is expired at once.
+    redis_client().delete(f"lock:{source_lock_name(source.pk)}")
+    requests_before = sim.world.requests_served
+
+    call_command("backfill_history", "--source", source.name, "--no-progress")
+
+    assert sim.world.requests_served - requests_before == pages_total - stored_pages
+    walk = HistoryWalk.objects.get(source=source, kind="backfill")
+    assert walk.finished and walk.pages == pages_total
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+    source.refresh_from_db()
+    assert source.synced_through == max(Delivery.objects.values_list("date", flat=True))
+
+
+@pytest.mark.django_db
+def test_backfill_reports_completion_and_restarts_on_request(
+    sim: Any, sim_source: Source, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call_command("backfill_history", "--source", "sim", "--no-progress")
+    assert "backfill complete" in capsys.readouterr().out
+    requests = sim.world.requests_served
+
+    call_command("backfill_history", "--source", "sim", "--no-progress")
+    assert "already complete" in capsys.readouterr().out
+    assert sim.world.requests_served == requests
+
+    call_command("backfill_history", "--source", "sim", "--no-progress", "--restart")
+    assert "0 new" in capsys.readouterr().out
+    assert sim.world.requests_served > requests
+    assert_matches_upstream(sim)
+
+
+@pytest.mark.django_db
+def test_backfill_shows_records_rate_and_eta(sim: Any, sim_source: Source, capsys: pytest.CaptureFixture[str]) -> None:
+    call_command("backfill_history", "--source", "sim")
+    err = capsys.readouterr().err
+    total = len(truth(sim))
+    assert f"{total}/{total}" in err and "records/s" in err
+
+
+class _TwoPageHistory(BaseHTTPRequestHandler):
+    """A hand-written upstream of two history pages of two records each; subclasses choose each page's body."""
+
+    base_date: datetime | None = None  # None: the current time
+
+    def records(self, page: int, **fields: Any) -> list[dict[str, Any]]:
+        base = self.base_date or datetime.now(UTC)
+        return [
+            {
+                "id": str(uuid.UUID(int=page * 10 + i + 1)),
+                "date": (base - timedelta(minutes=page * 10 + i)).isoformat().replace("+00:00", "Z"),
+                "errorMessage": "",
+                "tinyPayload": {"chainId": "0x1", "confirmed": True, "block": "1", "records": 0, "retries": 0},
+                **fields,
+            }
+            for i in range(2)
+        ]
+
+    def page_body(self, page: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
+        cursor = parse_qs(urlsplit(self.path).query).get("cursor", [""])[0]
+        data = json.dumps(self.page_body(1 if cursor == "page-2" else 0)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
+        pass
+
+
+@contextmanager
+def _source_served_by(handler: type[BaseHTTPRequestHandler], name: str) -> Iterator[Source]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        yield Source.objects.create(
+            name=name, api_key="k", streams_base_url=base, evm_base_url=base,
+            aptos_mainnet_base_url=base, aptos_testnet_base_url=base,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _CircularHistory(_TwoPageHistory):
+    """An upstream whose second page hands back the cursor of the first: followed naively, a walk never ends."""
+
+    def page_body(self, page: int) -> dict[str, Any]:
+        records = self.records(
+            page, webhookUrl="https://hooks.example.com/circular", streamId="00000000-0000-4000-8000-00000000c1c1",
+            tag="circular", payload={},
+        )
+        return {"result": records, "cursor": "page-2", "total": 4}
+
+
+@pytest.mark.django_db
+def test_a_cursor_that_comes_back_ends_the_walk_with_an_error_not_a_loop() -> None:
+    with _source_served_by(_CircularHistory, "circular") as source, pytest.raises(
+        BadResponse, match="cursor it had already given"
+    ):
+        poll_head(source, budget_seconds=30)
+
+    # Both pages were stored once; the walk is closed, nothing is claimed as synced, and the error shows.
+    assert Delivery.objects.filter(source=source).count() == 4
+    source.refresh_from_db()
+    assert source.synced_through is None
+    assert "cursor it had already given" in source.last_error_message
+    walk = HistoryWalk.objects.get(source=source)
+    assert walk.finished_at is not None and walk.pages == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["head", "revisit"])
+def test_a_saved_cursor_the_upstream_no_longer_accepts_starts_the_walk_again(
+    sim: Any, sim_source: Source, kind: str
+) -> None:
+    if kind == "head":
+        poll_head(sim_source, max_pages=2)
+    else:
+        poll_head(sim_source)
+        sim.world.clock.advance(2 * 3600)
+        sim_source.refresh_from_db()
+        walk_history(sim_source, WalkKind.REVISIT, client=streams_client(sim_source),
+                     stop_before=sim_source.newest_upstream_date - timedelta(hours=20), max_pages=2)
+    walk = HistoryWalk.objects.get(source=sim_source, kind=kind)
+    assert not walk.finished and walk.cursor
+    # What a checkpoint looks like once its cursor expired or the upstream re-signed its cursors.
+    HistoryWalk.objects.filter(pk=walk.pk).update(cursor=walk.cursor[:-6] + "AAAAAA")
+    sim_source.refresh_from_db()
+
+    result = poll_head(sim_source) if kind == "head" else revisit_retry_window(sim_source)
+
+    assert result.complete
+    walk.refresh_from_db()
+    assert walk.finished
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+
+
+class _GlitchingHistory(_TwoPageHistory):
+    """Two pages of history; the second answers 200 with a body that is no page while `glitch` is set."""
+
+    glitch = True
+    base_date = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+    def page_body(self, page: int) -> dict[str, Any]:
+        if page == 1 and type(self).glitch:
+            return {"message": "Internal server error"}
+        records = self.records(page, webhookUrl="https://hooks.example.com/g", streamId="g", tag="g")
+        return {"result": records, "total": 4, **({"cursor": "page-2"} if page == 0 else {})}
+
+
+@pytest.mark.django_db
+def test_a_200_that_is_no_page_does_not_end_the_walk_or_mark_history_synced(settings: Any) -> None:
+    settings.UPSTREAM_MAX_RETRIES = 1
+    _GlitchingHistory.glitch = True
+    with _source_served_by(_GlitchingHistory, "glitch") as source:
+        with pytest.raises(BadResponse):
+            poll_head(source)
+        source.refresh_from_db()
+        assert source.synced_through is None and source.last_error_kind == "bad_response"
+        assert not HistoryWalk.objects.get(source=source).finished
+
+        _GlitchingHistory.glitch = False
+        assert poll_head(source).complete
+
+    assert Delivery.objects.filter(source=source).count() == 4
