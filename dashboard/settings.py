@@ -41,6 +41,8 @@ INSTALLED_APPS = [
     "dashboard.sources",
     "dashboard.deliveries",
     "dashboard.polling",
+    # Replays and status changes at the provider: rows, their worker and the audit.
+    "dashboard.actions",
     "dashboard.alerts",
     "dashboard.web",
     "dashboard.lookups",
@@ -155,6 +157,16 @@ RETENTION_BATCH_SIZE = env_int("RETENTION_BATCH_SIZE", 5000, minimum=100, maximu
 # every REVISIT_INTERVAL_SECONDS so that records changed in place are updated.
 RETRY_WINDOW_HOURS = env_int("RETRY_WINDOW_HOURS", 26, minimum=1, maximum=24 * 7)
 REVISIT_INTERVAL_SECONDS = env_int("REVISIT_INTERVAL_SECONDS", 300, minimum=10, maximum=86400)
+# The provider's stream list (status, message) and stats are read with the poll, at most this often.
+STREAM_SYNC_SECONDS = env_int("STREAM_SYNC_SECONDS", 60, minimum=1, maximum=86400)
+
+# Actions at the provider (replays, stream status changes, re-sent blocks). Off: a read-only installation,
+# with no buttons and every action URL answering 403.
+PROVIDER_WRITES = env_bool("PROVIDER_WRITES", True)
+# The most deliveries one bulk replay may target; a filter matching more is refused with a message.
+REPLAY_MAX_DELIVERIES = env_int("REPLAY_MAX_DELIVERIES", 1000, minimum=1, maximum=100_000)
+# A prepared action must be confirmed within this many minutes, else it is prepared again.
+ACTION_CONFIRM_MINUTES = env_int("ACTION_CONFIRM_MINUTES", 30, minimum=1, maximum=1440)
 
 # Mail. EMAIL_URL (smtp://, submission://, smtps://) wins over the separate EMAIL_* variables.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")

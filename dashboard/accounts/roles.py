@@ -32,6 +32,10 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "sources.add_source",
         "sources.change_source",
         "alerts.*",
+        # Replays and status changes at the provider, and reading their audit.
+        "actions.act_at_provider",
+        "actions.view_provideraction",
+        "actions.view_replayitem",
         "auth.view_user",
         "auth.view_group",
     ),

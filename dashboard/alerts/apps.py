@@ -18,7 +18,8 @@ class AlertsConfig(AppConfig):
     verbose_name = "Alerts"
 
     def ready(self) -> None:
-        from dashboard.polling.signals import failures_stored
+        from dashboard.polling.signals import failures_stored, stream_status_changed
 
         # Polling sits below alerts and never imports it: it announces stored failures, alerts listen.
         failures_stored.connect(_evaluate_after_poll, dispatch_uid="alerts-evaluate-after-poll")
+        stream_status_changed.connect(_evaluate_after_poll, dispatch_uid="alerts-evaluate-after-stream-sync")

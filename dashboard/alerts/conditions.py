@@ -18,7 +18,7 @@ from django.db.models import Count, Max, Min, Q
 
 from dashboard.alerts.models import AlertRule, Condition, Scope, TargetKind
 from dashboard.deliveries import url_health
-from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup
+from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
 
@@ -69,6 +69,8 @@ def observe(rule: AlertRule, now: datetime) -> list[Observation]:
         return error_state_risk(rule, now)
     if rule.condition == Condition.POLLER_STALE:
         return poller_stale(rule, now)
+    if rule.condition == Condition.PROVIDER_ERROR_STATE:
+        return provider_error_state(rule, now)
     raise ValueError(f"unknown condition {rule.condition!r}")
 
 
@@ -208,6 +210,35 @@ def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
                 total=health.attempts,
                 rate=float(health.rate),
                 since=HourlyRollup.hour_of(now - url_health.WINDOW),
+            )
+        )
+    return found
+
+
+def provider_error_state(rule: AlertRule, now: datetime) -> list[Observation]:
+    """Streams the provider itself has in `error` or `terminated`, as the last stream sync read them."""
+    streams = Stream.objects.failing_at_provider().filter(source__enabled=True)
+    if rule.scope == Scope.STREAM:
+        streams = streams.filter(stream_id=rule.scope_value)
+    elif rule.scope == Scope.TAG:
+        streams = streams.filter(tag=rule.scope_value)
+    elif rule.scope == Scope.WEBHOOK_URL:
+        streams = streams.filter(Q(provider_webhook_url=rule.scope_value) | Q(webhook_urls__contains=[rule.scope_value]))
+    found = []
+    for stream in streams.order_by("stream_id"):
+        url = stream.provider_webhook_url or (stream.webhook_urls[0] if stream.webhook_urls else "")
+        found.append(
+            Observation(
+                target_kind=TargetKind.STREAM,
+                target_key=stream.stream_id,
+                label=_label(stream.tag, stream.stream_id),
+                stream_id=stream.stream_id,
+                webhook_url=url,
+                since=stream.provider_status_since,
+                extra={
+                    "provider_status": stream.provider_status,
+                    "provider_status_message": stream.provider_status_message[:500],
+                },
             )
         )
     return found
@@ -354,6 +385,11 @@ def headline(rule: AlertRule, observation: Observation, details: dict[str, Any])
             text += f" — {' '.join(details['last_error'].split())[:160]}"
         return text[:500]
     host = details["host"] or "?"
+    if rule.condition == Condition.PROVIDER_ERROR_STATE:
+        text = f"stream {observation.label}: {details.get('provider_status') or 'error'} at the provider"
+        if details.get("provider_status_message"):
+            text += f" — {' '.join(str(details['provider_status_message']).split())[:160]}"
+        return text[:500]
     if rule.condition == Condition.ERROR_STATE_RISK:
         text = (
             f"stream {observation.label}: modelled success rate {observation.rate:.0f} % for {host} "

@@ -89,6 +89,8 @@ def status_word(incident: Incident) -> str:
         return "STALE"
     if incident.rule.condition == Condition.ERROR_STATE_RISK:
         return "AT RISK"
+    if incident.rule.condition == Condition.PROVIDER_ERROR_STATE:
+        return "STREAM DOWN"
     return "FAILING"
 
 

@@ -30,6 +30,7 @@ class Condition(models.TextChoices):
     CONSECUTIVE = "consecutive", "Consecutive failed deliveries"
     ERROR_STATE_RISK = "error_state_risk", "Provider error-state risk (modelled success rate)"
     POLLER_STALE = "poller_stale", "Our poller is stale (dead-man's switch)"
+    PROVIDER_ERROR_STATE = "provider_error_state", "Stream in error or terminated at the provider (actual)"
 
 
 class Digest(models.TextChoices):
@@ -121,6 +122,8 @@ class AlertRule(models.Model):
             return f"the newest {self.consecutive_failures} deliveries all failed"
         if self.condition == Condition.ERROR_STATE_RISK:
             return f"modelled provider success rate below {self.threshold_percent} % (error state below 70 %)"
+        if self.condition == Condition.PROVIDER_ERROR_STATE:
+            return "the provider has the stream in error or terminated (its own status, synced with the poll)"
         return f"no successful poll for {self.stale_minutes} min"
 
     def describe_scope(self) -> str:

@@ -244,7 +244,8 @@ def _update_streams(cursor: Any, source_id: int, written: Sequence[ParsedRecord]
           FROM unnest(%s::varchar[], %s::varchar[], %s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[])
                AS t(stream_id, tag, urls, chains, first, last)
         ON CONFLICT (source_id, stream_id) DO UPDATE SET
-            tag = CASE WHEN EXCLUDED.last_delivery_at >= deliveries_stream.last_delivery_at
+            tag = CASE WHEN deliveries_stream.last_delivery_at IS NULL
+                         OR EXCLUDED.last_delivery_at >= deliveries_stream.last_delivery_at
                        THEN EXCLUDED.tag ELSE deliveries_stream.tag END,
             webhook_urls = ARRAY(SELECT DISTINCT u FROM unnest(deliveries_stream.webhook_urls
                                  || EXCLUDED.webhook_urls) AS u WHERE u <> '' ORDER BY u),

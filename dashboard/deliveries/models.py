@@ -24,6 +24,8 @@ from dashboard.deliveries.querysets import DateBin, SliceFilters
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
+from dashboard.upstream.streams import Stream as ProviderStream
+from dashboard.upstream.streams import StreamCounts as ProviderCounts
 
 # Query logic lives in these QuerySets, so views and the admin read as
 # `Delivery.objects.failures().for_stream(id)`. Two tables answer the pages: raw deliveries (one row per history
@@ -194,6 +196,17 @@ class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
             aggregates["retried_recent"] = Coalesce(Sum(F("deliveries") * F("retries"), filter=recent), 0)
         return list(self.values(*fields).annotate(**aggregates).order_by(*fields))
 
+    def attempt_counts(self) -> dict[str, int]:
+        """Deliveries, and attempts inferred from their retry counts: each delivery made 1 + retries attempts,
+        all failed but the last of a delivered one."""
+        sums = self.aggregate(
+            stored=Coalesce(Sum("deliveries"), 0),
+            delivered=Coalesce(Sum("deliveries", filter=Q(status=DeliveryStatus.DELIVERED)), 0),
+            attempts=Coalesce(Sum(F("deliveries") * (F("retries") + 1)), 0),
+        )
+        sums["failed_attempts"] = sums["attempts"] - sums["delivered"]
+        return sums
+
     def attempts_by_url(self) -> list[dict[str, Any]]:
         """Rows of (webhook_url, hour, status, retries, n) in time order: enough to replay every attempt."""
         return list(
@@ -239,17 +252,83 @@ class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
         return cast("list[dict[str, Any]]", list(rows))
 
 
+# What the provider says of a stream (`GET /streams/evm`): `error` and `terminated` mean it sends nothing.
+PROVIDER_FAILING = ("error", "terminated")
+
+
+class StreamQuerySet(models.QuerySet["Stream"]):
+    def failing_at_provider(self) -> StreamQuerySet:
+        return self.filter(provider_status__in=PROVIDER_FAILING)
+
+    def record_provider_streams(
+        self, source: Source, streams: Iterable[ProviderStream], now: datetime
+    ) -> list[tuple[str, str, str]]:
+        """Store what the provider lists for each stream (a row is made for a stream with no delivery yet).
+
+        Returns (stream id, old status, new status) for every stream whose provider status changed."""
+        changed: list[tuple[str, str, str]] = []
+        for item in streams:
+            found = self.filter(source=source, stream_id=item.id).first()
+            status = item.status or ""
+            row = found if found is not None else Stream(source=source, stream_id=item.id, tag=item.tag or "")
+            old = row.provider_status
+            if old != status:
+                changed.append((item.id, old, status))
+                row.provider_status_since = now
+            row.provider_status = status
+            row.provider_status_message = (item.status_message or "")[:2000]
+            row.provider_kind = item.kind
+            row.description = (item.description or "")[:1000]
+            row.provider_webhook_url = (item.webhook_url or "")[:2048]
+            row.provider_chain_ids = list(item.chain_ids)
+            row.provider_seen_at = now
+            if not row.tag and item.tag:
+                row.tag = item.tag[:255]
+            row.save()
+        return changed
+
+    def record_provider_counts(
+        self, source: Source, per_stream: dict[str, ProviderCounts], now: datetime
+    ) -> int:
+        """Store the provider's delivered / failed counts per stream (`GET /stats`); the number stored."""
+        stored = 0
+        for stream_id, counts in per_stream.items():
+            stored += self.filter(source=source, stream_id=stream_id).update(
+                stats_delivered=counts.delivered, stats_failed=counts.failed, stats_at=now
+            )
+        return stored
+
+
 class Stream(models.Model):
-    """One upstream stream as seen in its deliveries: the streams page reads this, not the deliveries."""
+    """One upstream stream: what its deliveries showed (tag, URLs, chains, dates) and what the provider
+    says of it (status, message, description, counts), synced on the poll schedule."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="streams")
     stream_id = models.CharField(max_length=64)
-    # Tag of the newest delivery seen.
+    # Tag of the newest delivery seen (or the provider's, before any delivery).
     tag = models.CharField(max_length=255, blank=True)
     webhook_urls = ArrayField(models.CharField(max_length=2048), default=list, blank=True)
     chain_ids = ArrayField(models.CharField(max_length=32), default=list, blank=True)
-    first_delivery_at = models.DateTimeField()
-    last_delivery_at = models.DateTimeField()
+    # Empty for a stream the provider lists that has delivered nothing we stored.
+    first_delivery_at = models.DateTimeField(null=True, blank=True)
+    last_delivery_at = models.DateTimeField(null=True, blank=True)
+
+    # The provider's view, from the last stream sync ("" until a sync listed the stream). Database defaults,
+    # because the ingest write path inserts stream rows in SQL without these columns.
+    provider_kind = models.CharField(max_length=8, blank=True, db_default="")
+    provider_status = models.CharField(max_length=32, blank=True, db_default="")
+    provider_status_message = models.TextField(blank=True, db_default="")
+    provider_status_since = models.DateTimeField(null=True, blank=True)
+    provider_seen_at = models.DateTimeField(null=True, blank=True)
+    description = models.TextField(blank=True, db_default="")
+    provider_webhook_url = models.CharField(max_length=2048, blank=True, db_default="")
+    provider_chain_ids = ArrayField(models.CharField(max_length=32), default=list, db_default=[], blank=True)
+    # The provider's counts since the stream was created (`/stats`), whatever its history window.
+    stats_delivered = models.BigIntegerField(null=True, blank=True)
+    stats_failed = models.BigIntegerField(null=True, blank=True)
+    stats_at = models.DateTimeField(null=True, blank=True)
+
+    objects = StreamQuerySet.as_manager()
 
     class Meta:
         ordering = ["stream_id"]
@@ -259,8 +338,22 @@ class Stream(models.Model):
         return self.tag or self.stream_id
 
     def get_absolute_url(self) -> str:
-        """The deliveries list filtered to this stream (there is no page of one stream)."""
-        return deliveries_list_url(stream=self.stream_id)
+        return reverse("web:stream", args=[self.stream_id])
+
+    @property
+    def failing_at_provider(self) -> bool:
+        return self.provider_status in PROVIDER_FAILING
+
+    def disagrees_with(self, estimate_state: str | None) -> str:
+        """Words for where the provider's status and our estimate (url_health's state) part; "" if they agree
+        or one of them is unknown."""
+        if not self.provider_status or estimate_state is None:
+            return ""
+        if self.failing_at_provider and estimate_state != "error":
+            return f"The provider has this stream in {self.provider_status}; our estimate did not expect it."
+        if self.provider_status == "active" and estimate_state == "error":
+            return "Our estimate puts this stream's URL below the provider's 70 % line, but the provider has it active."
+        return ""
 
 
 class ErrorGroup(models.Model):

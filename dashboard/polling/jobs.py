@@ -1,8 +1,9 @@
 """One scheduled poll of one source: the step the worker's task and the `poll_history` command both run.
 
 It checks that the source is due (enabled, not backing off), takes the per-source lock so that one walk of
-a source's checkpoints runs at a time across every worker, beat and terminal, polls, and tells the apps
-above (through `signals.failures_stored`) when new failures were stored.
+a source's checkpoints runs at a time across every worker, beat and terminal, polls, reads the provider's
+streams and stats when they are due, and tells the apps above (through `signals`) when new failures were
+stored or a stream's status at the provider changed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from dashboard.polling.locks import exclusive, source_lock_name
-from dashboard.polling.signals import failures_stored
+from dashboard.polling.signals import failures_stored, stream_status_changed
+from dashboard.polling.stream_sync import StreamSync, sync_streams
 from dashboard.polling.walks import PollResult, poll
 from dashboard.sources.models import Source
 from dashboard.upstream.errors import UpstreamError
@@ -66,6 +68,20 @@ def poll_source(source: Source) -> PollRun:
             # The page in flight was rolled back; its walk checkpoint resumes in the next run.
             log.warning("source %s: poll hit the soft time limit", source.name)
             return PollRun(source, error="the task's soft time limit was reached; continues next run")
+        synced = _sync_streams_if_due(source)
     if result.stored.new_failures:
         failures_stored.send(sender=Source, source=source, count=result.stored.new_failures)
+    if synced is not None and synced.changed:
+        stream_status_changed.send(sender=Source, source=source, changed=synced.changed)
     return PollRun(source, result=result)
+
+
+def _sync_streams_if_due(source: Source) -> StreamSync | None:
+    """The provider's streams and stats, with the poll (under its lock) every STREAM_SYNC_SECONDS."""
+    if not source.streams_sync_due():
+        return None
+    try:
+        return sync_streams(source)
+    except SoftTimeLimitExceeded:
+        log.warning("source %s: stream sync hit the soft time limit", source.name)
+        return None

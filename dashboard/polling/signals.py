@@ -11,3 +11,7 @@ from django.dispatch import Signal
 
 # sender: the Source class; kwargs: source (the Source), count (int).
 failures_stored = Signal()
+
+# sender: the Source class; kwargs: source (the Source), changed (list of (stream id, old, new status)).
+# Sent when a stream sync found a stream whose status at the provider changed.
+stream_status_changed = Signal()

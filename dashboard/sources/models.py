@@ -93,6 +93,9 @@ class Source(models.Model):
     # Digest of the key the upstream rejected, so a changed key (from any form or the environment) is
     # tried at once instead of waiting out the rejected-key backoff. Never the key itself.
     rejected_key_digest = models.CharField(max_length=64, blank=True)
+    # The provider's stream list and stats, read on the poll schedule every STREAM_SYNC_SECONDS.
+    streams_synced_at = models.DateTimeField(null=True, blank=True)
+    streams_sync_error = models.TextField(blank=True)
 
     objects = SourceQuerySet.as_manager()
 
@@ -197,6 +200,16 @@ class Source(models.Model):
             backoff_until=backoff_until,
         )
         self.refresh_from_db()
+
+    def streams_sync_due(self, now: datetime | None = None) -> bool:
+        if self.streams_synced_at is None:
+            return True
+        every = timedelta(seconds=settings.STREAM_SYNC_SECONDS)
+        return (now or timezone.now()) - self.streams_synced_at >= every
+
+    def record_streams_sync(self, *, error: str = "", now: datetime | None = None) -> None:
+        """A sync of the provider's streams ran; `error` says what of it failed (empty when it all worked)."""
+        self._update(streams_synced_at=now or timezone.now(), streams_sync_error=error[:2000])
 
     # --- What the pages and alerts read -----------------------------------------------------------------
 

@@ -1,12 +1,20 @@
 from django.urls import path
 
-from dashboard.web.views import deliveries, errors, overview, retries, search, streams, timelines
+from dashboard.web.views import actions, deliveries, errors, overview, retries, search, streams, timelines
 
 app_name = "web"
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("streams/", streams.stream_list, name="streams"),
+    path("streams/<str:stream_id>/", streams.stream_detail, name="stream"),
+    path("streams/<str:stream_id>/status/", actions.stream_status_prepare, name="stream-status"),
+    path("actions/", actions.action_list, name="actions"),
+    path("actions/replay/", actions.replay_prepare, name="replay"),
+    path("actions/resend-block/", actions.resend_block_prepare, name="resend-block"),
+    path("actions/<int:pk>/", actions.action_detail, name="action"),
+    path("actions/<int:pk>/confirm/", actions.action_confirm, name="action-confirm"),
+    path("actions/<int:pk>/cancel/", actions.action_cancel, name="action-cancel"),
     path("timeline/", timelines.timeline_page, name="timeline"),
     path("deliveries/", deliveries.delivery_list, name="deliveries"),
     path("deliveries/export.csv", deliveries.delivery_export, name="deliveries-export"),

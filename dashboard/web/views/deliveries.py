@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
+from dashboard.actions.services import can_act, delivery_replays
 from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
 from dashboard.web import drilldown
@@ -66,6 +67,8 @@ def delivery_list(request: HttpRequest) -> HttpResponse:
         "first_page": after is None and before is None,
         "options": HourlyRollup.objects.between(timezone.now() - MENU_WINDOW, None).slice_options(),
         "max_retries": MAX_RETRIES,
+        "can_act": can_act(request.user),
+        "filters_query": request.GET.urlencode(),
         "filtered": any(
             data.get(name) not in (None, "") for name in
             ("stream", "tag", "url", "status", "group", "error", "chain", "confirmed", "retries", "q")
@@ -149,6 +152,8 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
         "tiny": delivery.tiny_payload if isinstance(delivery.tiny_payload, dict) else {},
         "max_retries": MAX_RETRIES,
         "row_limit": drilldown.TABLE_ROWS,
+        "can_act": can_act(request.user),
+        "replays": delivery_replays(delivery),
         "timeline_url": reverse("web:timeline") + "?" + urlencode(
             {
                 "stream": delivery.stream_id,

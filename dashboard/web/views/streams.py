@@ -1,4 +1,5 @@
-"""One row per stream: recent success, failures, retries and an estimate of the provider's health rule."""
+"""The streams: one row each with recent success, failures, retries, our estimate of the provider's health rule
+and the provider's own status; and one stream's page, where it can be reactivated or paused."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ from datetime import datetime, timedelta
 from typing import TypedDict
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
+from dashboard.actions.models import ProviderAction
+from dashboard.actions.services import can_act
 from dashboard.deliveries import url_health
-from dashboard.deliveries.models import Delivery, HourlyRollup
+from dashboard.deliveries.links import deliveries_list_query
+from dashboard.deliveries.models import Delivery, HourlyRollup, Stream
 from dashboard.web.stats import SliceStats, group_rows
 
 
@@ -21,6 +25,8 @@ class StreamEntry(TypedDict):
     last_delivery: datetime | None
     urls: list[tuple[str, url_health.UrlHealth | None]]
     health: url_health.UrlHealth | None
+    row: Stream | None
+    disagreement: str
 
 
 @viewer_required
@@ -36,15 +42,20 @@ def stream_list(request: HttpRequest) -> HttpResponse:
     last_dates = Delivery.objects.last_delivery_dates(streams)
     health = url_health.url_health_now(now)
 
+    stream_rows = {row.stream_id: row for row in Stream.objects.filter(stream_id__in=list(streams))}
     entries: list[StreamEntry] = []
     for stats in streams.values():
         healths = [health[url] for url in sorted(stats.urls) if url in health]
+        worst = url_health.worst(healths)
+        row = stream_rows.get(stats.key)
         entries.append(
             {
                 "stats": stats,
                 "last_delivery": last_dates.get(stats.key),
                 "urls": [(url, health.get(url)) for url in sorted(stats.urls)],
-                "health": url_health.worst(healths),
+                "health": worst,
+                "row": row,
+                "disagreement": row.disagrees_with(worst.state if worst else None) if row else "",
             }
         )
     order = {"error": 0, "at-risk": 1, "ok": 2}
@@ -60,5 +71,60 @@ def stream_list(request: HttpRequest) -> HttpResponse:
         "error_below": url_health.ERROR_BELOW,
         "warn_below": url_health.WARN_BELOW,
         "horizon": url_health.WARN_HORIZON_HOURS,
+        # Counted over every known stream: a stream the provider stopped is silent here, so may have no row.
+        "down_at_provider": Stream.objects.failing_at_provider().count(),
     }
     return render(request, "web/streams.html", context)
+
+
+@viewer_required
+def stream_detail(request: HttpRequest, stream_id: str) -> HttpResponse:
+    """One stream: the provider's status beside our estimate, its counts beside ours, and what can be done."""
+    stream = Stream.objects.select_related("source").filter(stream_id=stream_id.strip().lower()[:64]).first()
+    if stream is None:
+        raise Http404("No stream with this id is known here.")
+    now = timezone.now()
+    urls = sorted(set(stream.webhook_urls) | ({stream.provider_webhook_url} - {""}))
+    healths = url_health.url_health_now(now, urls)
+    worst = url_health.worst(healths.values())
+    stored = HourlyRollup.objects.filter(stream_id=stream.stream_id).attempt_counts()
+    context = {
+        "nav": "streams",
+        "stream": stream,
+        "urls": [(url, healths.get(url)) for url in urls],
+        "health": worst,
+        "disagreement": stream.disagrees_with(worst.state if worst else None),
+        "stored": stored,
+        "comparison": compare_counts(stream, stored),
+        "actions": list(ProviderAction.objects.requested().for_stream(stream.stream_id)[:10]),
+        "can_act": can_act(request.user),
+        "can_audit": request.user.has_perm("actions.view_provideraction"),
+        "failing_query": deliveries_list_query(stream=stream.stream_id, status="failing"),
+        "history_days": settings.HISTORY_RETENTION_DAYS,
+        "error_below": url_health.ERROR_BELOW,
+    }
+    return render(request, "web/stream.html", context)
+
+
+def compare_counts(stream: Stream, stored: dict[str, int]) -> list[str]:
+    """Why the provider's counts and ours differ, in sentences; empty when the provider's are not known."""
+    if stream.stats_delivered is None or stream.stats_failed is None:
+        return []
+    notes: list[str] = []
+    delivered_gap = stream.stats_delivered - stored["delivered"]
+    failed_gap = stream.stats_failed - stored["failed_attempts"]
+    if delivered_gap == 0 and failed_gap == 0:
+        return ["Every attempt the provider counted is in our history: nothing was missed."]
+    if delivered_gap > 0 or failed_gap > 0:
+        notes.append(
+            f"The provider counted {max(delivered_gap, 0):,} more successful and {max(failed_gap, 0):,} more "
+            "failed attempts than we hold. It counts since the stream was created; we hold what its history "
+            "showed since we started polling (it keeps at most 7 days), less what our retention "
+            f"({settings.HISTORY_RETENTION_DAYS} days of deliveries) removed."
+        )
+    if delivered_gap < 0 or failed_gap < 0:
+        notes.append(
+            "We hold more attempts than the provider counted: our attempts are inferred from each delivery's "
+            "retry count, and a retry the provider made after our last read is counted there first."
+        )
+    return notes

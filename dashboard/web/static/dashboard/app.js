@@ -114,3 +114,22 @@
 
   document.querySelectorAll("[data-live]").forEach(setupLive);
 })();
+
+// "Go back" buttons, and forms that must be sent once: the button is disabled after the first submit (the
+// server refuses a second confirmation anyway; this only spares the user the doubt).
+(function () {
+  "use strict";
+  document.addEventListener("click", function (event) {
+    var back = event.target.closest && event.target.closest(".js-back");
+    if (back) history.back();
+  });
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.classList || !form.classList.contains("js-once")) return;
+    if (form.dataset.sent) { event.preventDefault(); return; }
+    form.dataset.sent = "1";
+    Array.prototype.forEach.call(form.querySelectorAll("button[type=submit]"), function (b) {
+      setTimeout(function () { b.disabled = true; }, 0);
+    });
+  });
+})();

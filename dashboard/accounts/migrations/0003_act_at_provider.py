@@ -1,0 +1,26 @@
+"""Staff may act at the provider (replay deliveries, change a stream's status) and read the audit."""
+
+from django.db import migrations
+
+
+
+def grant(apps, schema_editor):
+    from django.contrib.auth.management import create_permissions
+
+    from dashboard.accounts.roles import sync_roles
+
+    using = schema_editor.connection.alias
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, verbosity=0, using=using, apps=apps)
+        app_config.models_module = None
+    sync_roles(apps, using)
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("accounts", "0002_roles"),
+        ("actions", "0001_initial"),
+    ]
+
+    operations = [migrations.RunPython(grant, migrations.RunPython.noop)]

@@ -1,0 +1,156 @@
+"""Actions at the provider — replays, stream status changes, re-sent blocks — as rows before requests.
+
+An action is written as a row (who, what, the scope) when a user prepares it, confirmed by a conditional
+UPDATE (so a double submit confirms once), and carried out by a worker that claims each delivery of a
+replay with another conditional UPDATE before sending it (so a redelivered task, or two workers, never send
+the same replay twice). The provider's answer is recorded on the row. Rows are never deleted (a database
+trigger refuses it) and no page or admin form edits them: together they are the audit of every
+state-changing request made to the provider.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from dashboard.sources.models import Source
+
+# The permission that lets a user act at the provider (granted to Staff by the roles sync).
+ACT_AT_PROVIDER = "actions.act_at_provider"
+
+
+class ActionKind(models.TextChoices):
+    REPLAY = "replay", "Replay deliveries"
+    SET_STATUS = "set_status", "Set stream status"
+    RESEND_BLOCK = "resend_block", "Re-send a block"
+
+
+class ActionState(models.TextChoices):
+    DRAFT = "draft", "Awaiting confirmation"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    EXPIRED = "expired", "Not confirmed"
+
+
+FINISHED = (ActionState.DONE, ActionState.FAILED, ActionState.CANCELLED, ActionState.EXPIRED)
+
+
+class ActionQuerySet(models.QuerySet["ProviderAction"]):
+    def requested(self) -> ActionQuerySet:
+        """Actions somebody confirmed: the audit (drafts are intentions, not requests)."""
+        return self.exclude(state__in=[ActionState.DRAFT, ActionState.EXPIRED])
+
+    def for_stream(self, stream_id: str) -> ActionQuerySet:
+        return self.filter(stream_id=stream_id)
+
+
+class ProviderAction(models.Model):
+    kind = models.CharField(max_length=16, choices=ActionKind.choices)
+    state = models.CharField(max_length=16, choices=ActionState.choices, default=ActionState.DRAFT)
+    source = models.ForeignKey(Source, null=True, on_delete=models.SET_NULL, related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Kept as text too: the audit outlives the user account.
+    requested_by_name = models.CharField(max_length=150)
+    created_at = models.DateTimeField(default=timezone.now)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # The stream acted on (every delivery of a bulk replay may span several: then empty).
+    stream_id = models.CharField(max_length=64, blank=True)
+    # What was asked, in words (the confirmation's sentence), and the list filter it came from.
+    scope = models.TextField()
+    filters = models.TextField(blank=True)
+    # set_status: the status asked for, and the stream's status and message when the user confirmed.
+    wanted_status = models.CharField(max_length=16, blank=True)
+    status_before = models.CharField(max_length=32, blank=True)
+    status_message_before = models.TextField(blank=True)
+    # resend_block: the block.
+    chain_id = models.CharField(max_length=32, blank=True)
+    block_number = models.BigIntegerField(null=True, blank=True)
+    target_count = models.PositiveIntegerField(default=0)
+    # The provider's answer (single actions) or a summary (replays), and for a failure why.
+    answer = models.TextField(blank=True)
+    # The request went out and its answer was lost: set while the worker re-reads the state.
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ActionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["stream_id", "-created_at"], name="action_stream_created"),
+            models.Index(fields=["state"], name="action_state"),
+        ]
+        permissions = [
+            ("act_at_provider", "Can replay deliveries and change stream status at the provider"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.get_kind_display()} by {self.requested_by_name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("web:action", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in FINISHED
+
+    def confirm_deadline(self) -> datetime:
+        return self.created_at + timedelta(minutes=settings.ACTION_CONFIRM_MINUTES)
+
+    def can_be_confirmed(self, now: datetime | None = None) -> bool:
+        return self.state == ActionState.DRAFT and (now or timezone.now()) < self.confirm_deadline()
+
+
+class ItemState(models.TextChoices):
+    PENDING = "pending", "Waiting"
+    SENDING = "sending", "Sending"
+    REPLAYED = "replayed", "Replayed"
+    REFUSED = "refused", "Refused by the provider"
+    UNKNOWN = "unknown", "Answer lost"
+    SKIPPED = "skipped", "Not sent (cancelled)"
+
+
+ITEM_DONE = (ItemState.REPLAYED, ItemState.REFUSED, ItemState.SKIPPED)
+
+
+class ReplayItem(models.Model):
+    """One delivery of a replay: claimed (pending -> sending) before its request goes out."""
+
+    action = models.ForeignKey(ProviderAction, on_delete=models.PROTECT, related_name="items")
+    delivery_id = models.UUIDField()
+    stream_id = models.CharField(max_length=64)
+    chain_id = models.CharField(max_length=32, blank=True)
+    block_number = models.BigIntegerField(null=True, blank=True)
+    # The record as we had it when the replay was prepared.
+    delivery_date = models.DateTimeField()
+    retries_before = models.IntegerField(default=0)
+    status_before = models.CharField(max_length=16)
+    state = models.CharField(max_length=16, choices=ItemState.choices, default=ItemState.PENDING)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+    # What the attempt did: True delivered, False failed again, None not known.
+    delivered = models.BooleanField(null=True)
+    answer = models.TextField(blank=True)
+    # How many times its answer was lost and the provider's logs were read instead.
+    rereads = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["action", "delivery_id"], name="replay_item_once"),
+        ]
+        indexes = [models.Index(fields=["delivery_id"], name="replay_item_delivery")]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} {self.state}"

@@ -1,0 +1,517 @@
+"""Preparing, confirming, running and cancelling actions at the provider. Views and the task call these.
+
+Exactly once: a prepared action is a DRAFT row; confirming it is a conditional UPDATE (DRAFT -> QUEUED), so a
+double submit queues it once; the worker claims each replayed delivery (PENDING -> SENDING) before its request
+goes out, so a redelivered task or a second worker never sends it again. A request whose answer was lost
+(`OutcomeUnknown`, or an item found SENDING by a later run because its worker died) is never re-sent blindly:
+the provider's delivery logs are read for the attempt (replays) or the stream is read again (status changes).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F
+from django.utils import timezone
+
+from dashboard.actions.models import (
+    ACT_AT_PROVIDER,
+    ActionKind,
+    ActionState,
+    ItemState,
+    ProviderAction,
+    ReplayItem,
+)
+from dashboard.deliveries.ingest import store_records
+from dashboard.deliveries.models import Delivery, DeliveryQuerySet, Stream
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.sources.clients import page_client, streams_client
+from dashboard.sources.models import Source
+from dashboard.upstream import errors
+from dashboard.upstream.client import UpstreamClient
+from dashboard.upstream.streams import (
+    SETTABLE_STATUSES,
+    DeliveryLog,
+    StreamKind,
+    fetch_stream,
+    iter_logs_pages,
+    replay_delivery,
+    resend_block,
+    set_stream_status,
+)
+
+log = logging.getLogger(__name__)
+
+# How long a run waits for a 429's Retry-After before it asks again, at most.
+MAX_RATE_LIMIT_WAIT = 60.0
+# Pages of delivery logs read to find the attempt of a replay whose answer was lost.
+REREAD_LOG_PAGES = 5
+# A scheduled attempt logged this long after its place on the schedule is still taken for the scheduled one.
+SCHEDULE_SLACK = timedelta(seconds=1)
+
+
+class ActionRefused(Exception):
+    """The action cannot be prepared or confirmed; the message says why, in words for the user."""
+
+
+def writes_enabled() -> bool:
+    return bool(settings.PROVIDER_WRITES)
+
+
+def can_act(user: Any) -> bool:
+    """May this user act at the provider here? Needs the permission, and writes switched on."""
+    return bool(
+        writes_enabled() and user.is_authenticated and user.is_active and user.has_perm(ACT_AT_PROVIDER)
+    )
+
+
+# -- preparing ----------------------------------------------------------------------------------
+
+
+def _new_action(user: Any, **fields: Any) -> ProviderAction:
+    return ProviderAction.objects.create(requested_by=user, requested_by_name=user.get_username(), **fields)
+
+
+def prepare_replay(user: Any, deliveries: DeliveryQuerySet, *, scope: str, filters: str = "") -> ProviderAction:
+    """A DRAFT replay of exactly these deliveries (at most REPLAY_MAX_DELIVERIES), to be confirmed."""
+    cap = int(settings.REPLAY_MAX_DELIVERIES)
+    rows = list(
+        deliveries.order_by("date", "id").values_list(
+            "id", "source_id", "stream_id", "chain_id", "block_number", "retries", "status", "date"
+        )[: cap + 1]
+    )
+    if not rows:
+        raise ActionRefused("No delivery matches this filter: there is nothing to replay.")
+    if len(rows) > cap:
+        raise ActionRefused(
+            f"This filter matches more than {cap:,} deliveries, the most one replay may send "
+            "(REPLAY_MAX_DELIVERIES). Narrow it (a stream, a time range, an error group) and try again."
+        )
+    sources = {row[1] for row in rows}
+    if len(sources) > 1:
+        raise ActionRefused("These deliveries come from several sources; filter to one stream or source first.")
+    streams = {row[2] for row in rows}
+    with transaction.atomic():
+        action = _new_action(
+            user,
+            kind=ActionKind.REPLAY,
+            source_id=sources.pop(),
+            stream_id=next(iter(streams)) if len(streams) == 1 else "",
+            scope=scope,
+            filters=filters[:4000],
+            target_count=len(rows),
+        )
+        ReplayItem.objects.bulk_create(
+            ReplayItem(
+                action=action,
+                delivery_id=pk,
+                stream_id=stream_id,
+                chain_id=chain_id,
+                block_number=block,
+                retries_before=retries,
+                status_before=status,
+                delivery_date=date,
+            )
+            for pk, _source, stream_id, chain_id, block, retries, status, date in rows
+        )
+    return action
+
+
+def _fresh_stream(stream: Stream) -> tuple[str, str, str]:
+    """(status, message, where from): the provider's answer now, else the last sync's."""
+    source = stream.source
+    try:
+        live = fetch_stream(page_client(source, source.streams_base_url), stream.stream_id,
+                            kind="aptos" if stream.provider_kind == "aptos" else "evm")
+    except errors.UpstreamError as exc:
+        synced = f"{stream.provider_seen_at:%Y-%m-%d %H:%M} UTC" if stream.provider_seen_at else "never"
+        return (
+            stream.provider_status,
+            stream.provider_status_message,
+            f"from the last sync ({synced}); the provider could not be asked now: {exc.message}",
+        )
+    return live.status or "", live.status_message or "", "as the provider answered just now"
+
+
+def prepare_status_change(user: Any, stream: Stream, wanted: str) -> tuple[ProviderAction, str]:
+    """A DRAFT status change, with the stream's current status and message; also says where those came from."""
+    if wanted not in SETTABLE_STATUSES:
+        raise ActionRefused("A stream can be set to active or paused; error and terminated are the provider's to set.")
+    status, message, origin = _fresh_stream(stream)
+    if status == "terminated":
+        raise ActionRefused("The provider has terminated this stream; it cannot be reactivated, only recreated.")
+    if status == wanted:
+        raise ActionRefused(f"The stream is already {wanted} at the provider ({origin}).")
+    verb = "Reactivate" if wanted == "active" else "Pause"
+    action = _new_action(
+        user,
+        kind=ActionKind.SET_STATUS,
+        source=stream.source,
+        stream_id=stream.stream_id,
+        scope=f"{verb} stream {stream.tag or stream.stream_id} ({stream.stream_id}): "
+        f"status {status or 'unknown'} → {wanted}",
+        wanted_status=wanted,
+        status_before=status,
+        status_message_before=message[:2000],
+        target_count=1,
+    )
+    return action, origin
+
+
+def prepare_resend_block(user: Any, stream: Stream, chain_id: str, block_number: int) -> ProviderAction:
+    return _new_action(
+        user,
+        kind=ActionKind.RESEND_BLOCK,
+        source=stream.source,
+        stream_id=stream.stream_id,
+        chain_id=chain_id,
+        block_number=block_number,
+        scope=f"Re-send block {block_number} of chain {chain_id} to stream {stream.tag or stream.stream_id} "
+        f"({stream.stream_id})",
+        target_count=1,
+    )
+
+
+# -- confirming and cancelling ------------------------------------------------------------------
+
+
+def confirm(action: ProviderAction, *, now: datetime | None = None) -> bool:
+    """Queue the action once: True for the request that confirmed it, False for a repeat (a double submit).
+
+    The task is sent after the transaction commits."""
+    from dashboard.actions.tasks import run_action
+
+    now = now or timezone.now()
+    if action.state == ActionState.DRAFT and not action.can_be_confirmed(now):
+        ProviderAction.objects.filter(pk=action.pk, state=ActionState.DRAFT).update(state=ActionState.EXPIRED)
+        raise ActionRefused(
+            f"This action was prepared more than {settings.ACTION_CONFIRM_MINUTES} minutes ago and was not "
+            "confirmed; prepare it again so the confirmation shows what holds now."
+        )
+    with transaction.atomic():
+        confirmed = ProviderAction.objects.filter(pk=action.pk, state=ActionState.DRAFT).update(
+            state=ActionState.QUEUED, confirmed_at=now
+        )
+        if confirmed:
+            transaction.on_commit(lambda: run_action.delay(action.pk))
+    action.refresh_from_db()
+    return bool(confirmed)
+
+
+def cancel(action: ProviderAction, *, now: datetime | None = None) -> None:
+    """Stop a replay: deliveries not yet sent are not sent. One already sent cannot be called back."""
+    now = now or timezone.now()
+    ProviderAction.objects.filter(pk=action.pk, state__in=[ActionState.QUEUED, ActionState.RUNNING]).update(
+        cancel_requested_at=now
+    )
+    ProviderAction.objects.filter(pk=action.pk, state=ActionState.DRAFT).update(state=ActionState.CANCELLED)
+    action.refresh_from_db()
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunOutcome:
+    finished: bool
+    # Seconds to wait before the next run when not finished (the provider unreachable, or out of time).
+    retry_in: float = 0.0
+
+
+def run_action(
+    action_id: int,
+    *,
+    deadline: float | None = None,
+    client: UpstreamClient | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RunOutcome:
+    """Carry out a queued action (or continue one a previous run left). Safe to call any number of times."""
+    action = ProviderAction.objects.filter(pk=action_id).select_related("source").first()
+    if action is None or action.state not in (ActionState.QUEUED, ActionState.RUNNING):
+        return RunOutcome(finished=True)
+    if action.source is None:
+        _finish(action, ActionState.FAILED, "The source of this action was deleted; nothing was sent.")
+        return RunOutcome(finished=True)
+    ProviderAction.objects.filter(pk=action.pk, state=ActionState.QUEUED).update(
+        state=ActionState.RUNNING, started_at=timezone.now()
+    )
+    if not writes_enabled():
+        _skip_pending(action, "Not sent: PROVIDER_WRITES is off.")
+        _finish(action, ActionState.CANCELLED, "Not sent: writes to the provider were switched off (PROVIDER_WRITES).")
+        return RunOutcome(finished=True)
+    client = client or streams_client(action.source)
+    deadline = deadline if deadline is not None else time.monotonic() + 3600
+    if action.kind == ActionKind.REPLAY:
+        return _run_replay(action, client, deadline, sleep)
+    if action.kind == ActionKind.SET_STATUS:
+        return _run_status_change(action, client)
+    return _run_resend(action, client)
+
+
+def is_finished(action_id: int) -> bool:
+    return not ProviderAction.objects.filter(
+        pk=action_id, state__in=[ActionState.QUEUED, ActionState.RUNNING]
+    ).exists()
+
+
+def _finish(action: ProviderAction, state: str, answer: str) -> None:
+    ProviderAction.objects.filter(pk=action.pk).exclude(state__in=[ActionState.DONE, ActionState.FAILED]).update(
+        state=state, answer=answer[:4000], finished_at=timezone.now()
+    )
+
+
+def _skip_pending(action: ProviderAction, why: str) -> None:
+    action.items.filter(state=ItemState.PENDING).update(
+        state=ItemState.SKIPPED, answer=why, answered_at=timezone.now()
+    )
+
+
+def _run_replay(
+    action: ProviderAction, client: UpstreamClient, deadline: float, sleep: Callable[[float], None]
+) -> RunOutcome:
+    # Items a dead worker left mid-request, and lost answers: read the logs, never send blindly.
+    for item in action.items.filter(state__in=[ItemState.SENDING, ItemState.UNKNOWN]).order_by("id"):
+        if item.state == ItemState.UNKNOWN and item.rereads >= 2:
+            continue
+        _reread(client, item)
+    while True:
+        if ProviderAction.objects.filter(pk=action.pk, cancel_requested_at__isnull=False).exists():
+            _skip_pending(action, "Not sent: the replay was cancelled.")
+            _finish(action, ActionState.CANCELLED, replay_summary(action) + " Cancelled.")
+            return RunOutcome(finished=True)
+        if time.monotonic() > deadline:
+            return RunOutcome(finished=False, retry_in=1.0)
+        next_item = action.items.filter(state=ItemState.PENDING).order_by("id").first()
+        if next_item is None:
+            break
+        item = next_item
+        claimed = ReplayItem.objects.filter(pk=item.pk, state=ItemState.PENDING).update(
+            state=ItemState.SENDING, claimed_at=timezone.now()
+        )
+        if not claimed:
+            continue
+        try:
+            answer = replay_delivery(client, item.stream_id, str(item.delivery_id))
+        except errors.RateLimited as exc:
+            # Refused, so not sent: waiting and asking again is safe.
+            _release(item)
+            sleep(min(exc.retry_after or 5.0, MAX_RATE_LIMIT_WAIT))
+            continue
+        except errors.OutcomeUnknown as exc:
+            _answer(item, ItemState.UNKNOWN, exc.message)
+            item.refresh_from_db()
+            _reread(client, item)
+            continue
+        except (errors.Unreachable, errors.ServerError) as exc:
+            # No connection was made (the client tells a lost answer apart): not sent, try again later.
+            _release(item)
+            ProviderAction.objects.filter(pk=action.pk).update(answer=f"Waiting for the provider: {exc.message}"[:4000])
+            return RunOutcome(finished=False, retry_in=30.0)
+        except errors.RejectedKey as exc:
+            _answer(item, ItemState.REFUSED, exc.message)
+            _skip_pending(action, "Not sent: the provider rejected the API key.")
+            _finish(action, ActionState.FAILED, f"The provider rejected the API key: {exc.message}")
+            return RunOutcome(finished=True)
+        except errors.UpstreamError as exc:
+            # 400 (stream in error state, malformed id), 404 (not found): the provider refused this one.
+            _answer(item, ItemState.REFUSED, exc.message)
+            continue
+        delivered = answer.delivered
+        _answer(
+            item,
+            ItemState.REPLAYED,
+            "Delivered." if delivered else f"Attempted, failed again: {answer.error_message or 'no error text'}",
+            delivered=delivered,
+        )
+        _store_answer(action.source, answer.record)
+    _finish(action, ActionState.DONE, replay_summary(action))
+    return RunOutcome(finished=True)
+
+
+def _release(item: ReplayItem) -> None:
+    ReplayItem.objects.filter(pk=item.pk, state=ItemState.SENDING).update(state=ItemState.PENDING, claimed_at=None)
+
+
+def _answer(item: ReplayItem, state: str, text: str, *, delivered: bool | None = None) -> None:
+    ReplayItem.objects.filter(pk=item.pk).update(
+        state=state, answer=text[:2000], answered_at=timezone.now(), delivered=delivered
+    )
+
+
+def _store_answer(source: Source | None, record: dict[str, Any]) -> None:
+    """The replay's answer is the history record after the attempt: store it like a polled one, so the
+    delivery shows the result at once. Without a payload it is left for the next poll (storing it would
+    blank the stored payload)."""
+    if source is None or not isinstance(record.get("payload"), dict):
+        return
+    try:
+        store_records(source, [record])
+    except Exception:  # noqa: BLE001 - the replay happened; the next poll stores the record anyway
+        log.exception("could not store the record a replay answered with")
+
+
+def _reread(client: UpstreamClient, item: ReplayItem) -> None:
+    """The answer to this item's replay was lost: look for its attempt in the provider's delivery logs."""
+    ReplayItem.objects.filter(pk=item.pk).update(rereads=F("rereads") + 1)
+    item.refresh_from_db()
+    try:
+        attempt = find_replay_attempt(client, item)
+    except errors.UpstreamError as exc:
+        _answer(item, ItemState.UNKNOWN, f"The answer was lost and the provider's delivery logs could not be read "
+                f"({exc.message}); not sent again.")
+        return
+    if attempt is not None:
+        when = f"{attempt.created_at:%Y-%m-%d %H:%M:%S} UTC" if attempt.created_at else "recently"
+        _answer(
+            item,
+            ItemState.REPLAYED,
+            f"The answer was lost; the provider's delivery logs show the attempt ({when}, {attempt.delivery_status}).",
+            delivered=attempt.succeeded,
+        )
+    elif item.rereads < 2:
+        # The logs show no attempt: the request never arrived, and sending it is not a second replay.
+        ReplayItem.objects.filter(pk=item.pk).update(
+            state=ItemState.PENDING, claimed_at=None, answer="The answer was lost; the provider's logs show no attempt."
+        )
+    else:
+        _answer(item, ItemState.UNKNOWN, "The answer was lost twice and the logs show no attempt; not sent again.")
+
+
+def _scheduled_at(item: ReplayItem, retries: int) -> datetime:
+    return item.delivery_date + timedelta(seconds=ATTEMPT_OFFSETS[max(0, min(retries, MAX_RETRIES))])
+
+
+def find_replay_attempt(client: UpstreamClient, item: ReplayItem) -> DeliveryLog | None:
+    """The log of an attempt of this delivery that its retry schedule does not explain: a replay.
+
+    Logs name no history id; an attempt matches by stream, chain, block and a retry count at least the one we
+    saw, logged later than the schedule places that retry. Logs come newest first, so the read stops at the
+    first log older than the delivery's last scheduled attempt we knew of."""
+    oldest_relevant = _scheduled_at(item, item.retries_before) - SCHEDULE_SLACK
+    for page in iter_logs_pages(client, stream_id=item.stream_id, max_pages=REREAD_LOG_PAGES):
+        for entry in page.logs:
+            if entry.created_at is not None and entry.created_at < oldest_relevant:
+                return None
+            if entry.stream_id != item.stream_id or entry.block_number != item.block_number:
+                continue
+            if entry.chain and item.chain_id and entry.chain != item.chain_id.lower():
+                continue
+            if entry.retries is None or entry.retries < item.retries_before or entry.created_at is None:
+                continue
+            if entry.created_at > _scheduled_at(item, entry.retries) + SCHEDULE_SLACK:
+                return entry
+    return None
+
+
+def replay_summary(action: ProviderAction) -> str:
+    counts = item_counts(action)
+    parts = [f"{counts.get(ItemState.REPLAYED, 0)} of {action.target_count} replayed"]
+    delivered = action.items.filter(state=ItemState.REPLAYED, delivered=True).count()
+    parts.append(f"{delivered} delivered")
+    for state, label in ((ItemState.REFUSED, "refused"), (ItemState.UNKNOWN, "answer lost"),
+                         (ItemState.SKIPPED, "not sent")):
+        if counts.get(state):
+            parts.append(f"{counts[state]} {label}")
+    return ", ".join(parts) + "."
+
+
+def item_counts(action: ProviderAction) -> dict[str, int]:
+    return dict(action.items.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+
+
+def _run_status_change(action: ProviderAction, client: UpstreamClient) -> RunOutcome:
+    kind: StreamKind = (
+        "aptos" if Stream.objects.filter(stream_id=action.stream_id, provider_kind="aptos").exists() else "evm"
+    )
+    if action.sent_at is None:
+        claimed = ProviderAction.objects.filter(pk=action.pk, sent_at__isnull=True).update(sent_at=timezone.now())
+        if not claimed:
+            return RunOutcome(finished=True)
+        try:
+            change = set_stream_status(client, action.stream_id, action.wanted_status,  # type: ignore[arg-type]
+                                       kind=kind)
+        except errors.OutcomeUnknown:
+            return _reread_status(action, client, kind)
+        except errors.RateLimited as exc:
+            ProviderAction.objects.filter(pk=action.pk).update(sent_at=None)
+            return RunOutcome(finished=False, retry_in=min(exc.retry_after or 5.0, MAX_RATE_LIMIT_WAIT))
+        except (errors.Unreachable, errors.ServerError) as exc:
+            ProviderAction.objects.filter(pk=action.pk).update(sent_at=None, answer=f"Waiting: {exc.message}"[:4000])
+            return RunOutcome(finished=False, retry_in=30.0)
+        except errors.UpstreamError as exc:
+            _finish(action, ActionState.FAILED, f"The provider refused: {exc.message}")
+            return RunOutcome(finished=True)
+        status = change.status or action.wanted_status
+        message = change.status_message or ""
+        _record_stream_status(action, status, message)
+        _finish(action, ActionState.DONE, f"The provider answered: {status}" + (f" — {message}" if message else ""))
+        return RunOutcome(finished=True)
+    # A previous run sent it and died before recording the answer.
+    return _reread_status(action, client, kind)
+
+
+def _reread_status(action: ProviderAction, client: UpstreamClient, kind: StreamKind) -> RunOutcome:
+    try:
+        stream = fetch_stream(client, action.stream_id, kind=kind)
+    except errors.UpstreamError as exc:
+        _finish(action, ActionState.FAILED, "The answer was lost and the stream could not be read again "
+                f"({exc.message}); not sent again. Check the stream's status before trying again.")
+        return RunOutcome(finished=True)
+    _record_stream_status(action, stream.status or "", stream.status_message or "")
+    if stream.status == action.wanted_status:
+        _finish(action, ActionState.DONE, f"The answer was lost; the stream reads {stream.status} now.")
+    else:
+        _finish(action, ActionState.FAILED, f"The answer was lost and the stream reads {stream.status or 'unknown'}, "
+                "not what was asked; not sent again.")
+    return RunOutcome(finished=True)
+
+
+def _record_stream_status(action: ProviderAction, status: str, message: str) -> None:
+    now = timezone.now()
+    rows = Stream.objects.filter(source=action.source, stream_id=action.stream_id)
+    rows.exclude(provider_status=status).update(provider_status_since=now)
+    rows.update(provider_status=status, provider_status_message=message[:2000], provider_seen_at=now)
+
+
+def _run_resend(action: ProviderAction, client: UpstreamClient) -> RunOutcome:
+    claimed = ProviderAction.objects.filter(pk=action.pk, sent_at__isnull=True).update(sent_at=timezone.now())
+    if not claimed:
+        _finish(action, ActionState.FAILED, "A previous run sent this request and its answer was lost; "
+                "not sent again. Look for the block's delivery in the history.")
+        return RunOutcome(finished=True)
+    assert action.block_number is not None
+    try:
+        resent = resend_block(client, action.stream_id, action.chain_id, action.block_number)
+    except errors.OutcomeUnknown as exc:
+        _finish(action, ActionState.FAILED, f"{exc.message}. Not sent again: look for the block's delivery in the history.")
+        return RunOutcome(finished=True)
+    except errors.RateLimited as exc:
+        ProviderAction.objects.filter(pk=action.pk).update(sent_at=None)
+        return RunOutcome(finished=False, retry_in=min(exc.retry_after or 5.0, MAX_RATE_LIMIT_WAIT))
+    except (errors.Unreachable, errors.ServerError) as exc:
+        ProviderAction.objects.filter(pk=action.pk).update(sent_at=None, answer=f"Waiting: {exc.message}"[:4000])
+        return RunOutcome(finished=False, retry_in=30.0)
+    except errors.UpstreamError as exc:
+        _finish(action, ActionState.FAILED, f"The provider refused: {exc.message}")
+        return RunOutcome(finished=True)
+    logs = resent.payload.get("logs") if isinstance(resent.payload, dict) else None
+    _finish(action, ActionState.DONE, f"The provider built block {resent.block_number} again and delivered it"
+            + (f" ({len(logs)} logs)." if isinstance(logs, list) else "."))
+    return RunOutcome(finished=True)
+
+
+def delivery_replays(delivery: Delivery) -> list[ReplayItem]:
+    """Every replay of this delivery we asked for, newest first: part of its attempt history."""
+    return list(
+        ReplayItem.objects.filter(delivery_id=delivery.pk)
+        .exclude(action__state__in=[ActionState.DRAFT, ActionState.EXPIRED])
+        .select_related("action")
+        .order_by("-id")[:50]
+    )

@@ -1,0 +1,32 @@
+"""The worker side of actions at the provider: a thin wrapper around services.run_action.
+
+Late acks and redelivery after a lost worker can only continue the same action: every replayed delivery is
+claimed by a conditional UPDATE before its request goes out, and one left mid-request is re-read, not
+re-sent. A per-action lock keeps two copies of the task from working the same action at once.
+"""
+
+from __future__ import annotations
+
+import time
+
+from celery import shared_task
+from django.conf import settings
+
+from dashboard.actions import services
+from dashboard.polling.locks import exclusive
+
+
+@shared_task(bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def run_action(self: object, action_id: int) -> None:
+    # Stop well inside the soft time limit and continue in a new run, so progress is never lost to it.
+    budget = max(5.0, float(settings.CELERY_TASK_SOFT_TIME_LIMIT) - 30.0)
+    with exclusive(f"action:{action_id}", timeout=settings.CELERY_TASK_TIME_LIMIT) as held:
+        if held is None:
+            # Another copy works on it, or one whose worker died holds the lock until it expires: look again
+            # later rather than drop the action.
+            if not services.is_finished(action_id):
+                run_action.apply_async(args=[action_id], countdown=30)
+            return
+        outcome = services.run_action(action_id, deadline=time.monotonic() + budget)
+    if not outcome.finished:
+        run_action.apply_async(args=[action_id], countdown=outcome.retry_in)
