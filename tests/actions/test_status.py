@@ -1,0 +1,52 @@
+"""Reactivating and pausing a stream from its page, against the simulator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.test import Client
+
+from dashboard.actions.models import ActionState, ProviderAction
+from dashboard.deliveries.models import Stream
+from dashboard.polling.stream_sync import sync_streams
+
+
+def test_a_stream_in_error_is_reactivated_from_its_page(
+    polled: Any, sim: Any, staff_client: Client, eager_tasks: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    sync_streams(polled)
+    row = Stream.objects.filter(source=polled, provider_status="error").first()
+    assert row is not None
+    page = staff_client.get(f"/streams/{row.stream_id}/").content.decode()
+    assert "Reactivate…" in page
+    prepared = staff_client.post(f"/streams/{row.stream_id}/status/", {"status": "active"})
+    assert prepared.status_code == 302
+    confirm = staff_client.get(prepared["Location"]).content.decode()
+    # The confirmation shows the status and message the provider has now.
+    assert "<strong>error</strong>" in confirm and row.provider_status_message in confirm
+    assert "as the provider answered just now" in confirm
+    action = ProviderAction.objects.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        staff_client.post(f"/actions/{action.pk}/confirm/")
+        staff_client.post(f"/actions/{action.pk}/confirm/")
+    action.refresh_from_db()
+    assert action.state == ActionState.DONE and "active" in action.answer
+    world = sim.world
+    assert world.streams.status(world.streams.stream(row.stream_id), world.clock.timestamp())[0] == "active"
+    sync_streams(polled)
+    row.refresh_from_db()
+    assert row.provider_status == "active"
+
+
+def test_a_stream_already_in_the_asked_status_or_terminated_is_refused(
+    polled: Any, sim: Any, staff_client: Client
+) -> None:
+    sync_streams(polled)
+    active = Stream.objects.filter(source=polled, provider_status="active").first()
+    assert active is not None
+    response = staff_client.post(f"/streams/{active.stream_id}/status/", {"status": "active"})
+    assert response.status_code == 400 and "already active" in response.content.decode()
+    response = staff_client.post(f"/streams/{active.stream_id}/status/", {"status": "error"})
+    assert response.status_code == 400 and "error and terminated are the provider" in response.content.decode()
+    assert staff_client.post("/streams/no-such-stream/status/", {"status": "paused"}).status_code == 404
+    assert not ProviderAction.objects.exists()
