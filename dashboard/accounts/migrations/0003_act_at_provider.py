@@ -20,7 +20,10 @@ def grant(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0002_roles"),
-        ("actions", "0001_initial"),
+        ("actions", "0002_append_only"),
+        # After the move of Source and HistoryWalk, so the content types it creates are the moved ones.
+        ("deliveries", "0005_stream_provider_state"),
+        ("sources", "0002_streams_sync_state"),
     ]
 
     operations = [migrations.RunPython(grant, migrations.RunPython.noop)]
