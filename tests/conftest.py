@@ -112,3 +112,16 @@ def no_stale_locks() -> None:
     client = redis_client()
     for key in client.scan_iter("lock:*"):
         client.delete(key)
+
+
+@pytest.fixture
+def polled(sim_source: Any, no_stale_locks: None) -> Any:
+    """The test's simulator's history stored (several polls: the first walk may need more than one)."""
+    from dashboard.polling.walks import poll
+
+    for _ in range(20):
+        result = poll(sim_source)
+        if result.complete and sim_source.synced_through is not None:
+            break
+    sim_source.refresh_from_db()
+    return sim_source

@@ -41,7 +41,7 @@ from dashboard.upstream.streams import (
     DeliveryLog,
     StreamKind,
     fetch_stream,
-    iter_logs_pages,
+    logs_of_block,
     replay_delivery,
     resend_block,
     set_stream_status,
@@ -391,22 +391,24 @@ def _scheduled_at(item: ReplayItem, retries: int) -> datetime:
 def find_replay_attempt(client: UpstreamClient, item: ReplayItem) -> DeliveryLog | None:
     """The log of an attempt of this delivery that its retry schedule does not explain: a replay.
 
-    Logs name no history id; an attempt matches by stream, chain, block and a retry count at least the one we
-    saw, logged later than the schedule places that retry. Logs come newest first, so the read stops at the
-    first log older than the delivery's last scheduled attempt we knew of."""
-    oldest_relevant = _scheduled_at(item, item.retries_before) - SCHEDULE_SLACK
-    for page in iter_logs_pages(client, stream_id=item.stream_id, max_pages=REREAD_LOG_PAGES):
-        for entry in page.logs:
-            if entry.created_at is not None and entry.created_at < oldest_relevant:
-                return None
-            if entry.stream_id != item.stream_id or entry.block_number != item.block_number:
-                continue
-            if entry.chain and item.chain_id and entry.chain != item.chain_id.lower():
-                continue
-            if entry.retries is None or entry.retries < item.retries_before or entry.created_at is None:
-                continue
-            if entry.created_at > _scheduled_at(item, entry.retries) + SCHEDULE_SLACK:
-                return entry
+    An attempt matches by stream, chain, block and a retry count at least the one we saw, logged later than
+    the schedule places that retry; older logs than the delivery's last scheduled attempt we knew of are not
+    read."""
+    if item.block_number is None:
+        return None
+    logs = logs_of_block(
+        client,
+        stream_id=item.stream_id,
+        block_number=item.block_number,
+        chain=item.chain_id or None,
+        not_before=_scheduled_at(item, item.retries_before) - SCHEDULE_SLACK,
+        max_pages=REREAD_LOG_PAGES,
+    )
+    for entry in logs:
+        if entry.retries is None or entry.retries < item.retries_before or entry.created_at is None:
+            continue
+        if entry.created_at > _scheduled_at(item, entry.retries) + SCHEDULE_SLACK:
+            return entry
     return None
 
 

@@ -170,14 +170,24 @@ def _upsert_from_stage(cursor: Any) -> list[tuple[Any, ...]]:
     cursor.execute(
         f"""
         WITH old AS (
-            SELECT d.id, d.date, d.stream_id, d.status, d.error_group_id
+            SELECT d.id, d.date, d.stream_id, d.status, d.error_group_id, d.retries, d.error_message
               FROM deliveries_delivery d JOIN {STAGE_TABLE} s ON s.id = d.id
         ), written AS (
             INSERT INTO deliveries_delivery AS d ({columns})
             SELECT {columns} FROM {STAGE_TABLE} ORDER BY id
             ON CONFLICT (id) DO UPDATE SET {updates}
              WHERE d.record_hash IS DISTINCT FROM EXCLUDED.record_hash
-            RETURNING d.id, d.source_id, d.date, d.stream_id, d.status, d.error_group_id
+            RETURNING d.id, d.source_id, d.date, d.stream_id, d.status, d.error_group_id, d.retries,
+                      d.error_message, d.updated_at
+        ), observed AS (
+            -- The attempt history as polls see it: a delivery first seen failing, and every later change of
+            -- its retries, error text or status. New delivered rows (most of them) write nothing here.
+            INSERT INTO deliveries_deliverychange (delivery_id, date, seen_at, retries, status, error_message)
+            SELECT w.id, w.date, w.updated_at, w.retries, w.status, w.error_message
+              FROM written w LEFT JOIN old o ON o.id = w.id
+             WHERE (o.id IS NULL AND w.status <> '{DeliveryStatus.DELIVERED}')
+                OR (o.id IS NOT NULL AND (o.retries, o.error_message, o.status)
+                                         IS DISTINCT FROM (w.retries, w.error_message, w.status))
         )
         SELECT w.id, w.source_id, w.date, w.stream_id, w.status, w.error_group_id,
                o.id IS NOT NULL, o.date, o.stream_id, o.status, o.error_group_id

@@ -435,6 +435,32 @@ class Delivery(models.Model):
         return self.status != DeliveryStatus.DELIVERED
 
 
+class DeliveryChange(models.Model):
+    """What a poll saw of a delivery when it first saw it failing, and each time its retries, error text or
+    status changed afterwards: the attempt history as observed, with when it was seen.
+
+    Written by the ingest write path in the same statement as the delivery (see ingest._upsert_from_stage);
+    a delivery first seen delivered has none. No foreign key: retention deletes deliveries in bulk and these
+    by the same date."""
+
+    delivery_id = models.UUIDField()
+    # The delivery's date (its first attempt), so retention cuts both tables on the same column.
+    date = models.DateTimeField()
+    seen_at = models.DateTimeField()
+    retries = models.IntegerField()
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices)
+    error_message = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["delivery_id", "seen_at"], name="change_delivery_seen"),
+            models.Index(fields=["date"], name="change_date"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} seen {self.status} after {self.retries} retries at {self.seen_at:%Y-%m-%d %H:%M:%S}"
+
+
 class HourlyRollup(models.Model):
     """Delivery counts per hour and dimension, recomputed exactly for every hour and stream an ingest touches.
 

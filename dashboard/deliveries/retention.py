@@ -54,6 +54,14 @@ def enforce_retention(
                 if group_id is not None:
                     delta[group_id] -= 1
             apply_group_changes(cursor, delta)
+            # The changes polls saw of those deliveries go with them (same date, same cutoff).
+            cursor.execute(
+                """
+                DELETE FROM deliveries_deliverychange
+                 WHERE id IN (SELECT id FROM deliveries_deliverychange WHERE date < %s ORDER BY date LIMIT %s)
+                """,
+                [delivery_cutoff, batch_size * 2],
+            )
         result.batches += 1
         result.deliveries_deleted += len(rows)
         if len(rows) < batch_size:

@@ -342,6 +342,35 @@ def iter_logs_pages(
     return follow_cursor(fetch, max_pages=max_pages)
 
 
+def logs_of_block(
+    client: UpstreamClient,
+    *,
+    stream_id: str,
+    block_number: int,
+    chain: str | None,
+    not_before: datetime | None,
+    max_pages: int = 5,
+) -> list[DeliveryLog]:
+    """The delivery attempts logged for one block of one stream, newest first.
+
+    Logs name no history id: they match by stream, chain and block (the two deliveries of a block, unconfirmed
+    and confirmed, share these; the retry count and time tell them apart). Logs come newest first, so the read
+    stops at the first log older than `not_before`, or after `max_pages` pages."""
+    found: list[DeliveryLog] = []
+    stream_id = stream_id.lower()
+    chain = chain.lower() if chain else None
+    for page in iter_logs_pages(client, stream_id=stream_id, max_pages=max_pages):
+        for entry in page.logs:
+            if not_before is not None and entry.created_at is not None and entry.created_at < not_before:
+                return found
+            if entry.stream_id != stream_id or entry.block_number != block_number:
+                continue
+            if chain and entry.chain and entry.chain != chain:
+                continue
+            found.append(entry)
+    return found
+
+
 # -- writes --------------------------------------------------------------------------------------
 
 

@@ -4,14 +4,12 @@ role, and Celery tasks run in the test's own process (eagerly) so a confirmation
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from dashboard.celery import app as celery_app
-from dashboard.polling.walks import poll
 from tests.conftest import make_user
 
 
@@ -22,17 +20,6 @@ def eager_tasks() -> Iterator[None]:
         yield
     finally:
         celery_app.conf.task_always_eager = False
-
-
-@pytest.fixture
-def polled(sim_source: Any, no_stale_locks: None) -> Any:
-    """The simulator's history stored (several polls: the first walk may need more than one)."""
-    for _ in range(20):
-        result = poll(sim_source)
-        if result.complete and sim_source.synced_through is not None:
-            break
-    sim_source.refresh_from_db()
-    return sim_source
 
 
 def client_for(user: User, *, csrf: bool = False) -> Client:

@@ -18,9 +18,13 @@ from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
 from dashboard.actions.services import can_act, delivery_replays
-from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
+from dashboard.deliveries.models import Delivery, DeliveryChange, ErrorGroup, HourlyRollup
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
+from dashboard.sources.clients import page_client
+from dashboard.upstream.errors import UpstreamError
+from dashboard.upstream.streams import logs_of_block
 from dashboard.web import drilldown
+from dashboard.web.attempts import attempt_history, recovery
 from dashboard.web.forms import MENU_WINDOW, DeliveryFilterForm, encode_cursor
 from dashboard.web.views.common import bad_filters, render_live
 
@@ -153,7 +157,7 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
         "max_retries": MAX_RETRIES,
         "row_limit": drilldown.TABLE_ROWS,
         "can_act": can_act(request.user),
-        "replays": delivery_replays(delivery),
+        **_attempts_context(request, delivery),
         "timeline_url": reverse("web:timeline") + "?" + urlencode(
             {
                 "stream": delivery.stream_id,
@@ -164,6 +168,34 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
         ),
     }
     return render(request, "web/delivery_detail.html", context)
+
+
+def _attempts_context(request: HttpRequest, delivery: Delivery) -> dict[str, Any]:
+    """The attempt history; the provider's logs are read only when asked for (`?logs=1`), as they cost
+    requests to the provider."""
+    replays = delivery_replays(delivery)
+    changes = list(DeliveryChange.objects.filter(delivery_id=delivery.pk).order_by("seen_at")[:100])
+    logs = None
+    logs_error = ""
+    if request.GET.get("logs") == "1" and delivery.block_number is not None:
+        try:
+            logs = logs_of_block(
+                page_client(delivery.source, delivery.source.streams_base_url),
+                stream_id=delivery.stream_id,
+                block_number=delivery.block_number,
+                chain=delivery.chain_id or None,
+                not_before=delivery.date - timedelta(minutes=1),
+            )
+        except UpstreamError as exc:
+            logs_error = exc.message
+    history = attempt_history(delivery, changes=changes, replays=replays, logs=logs)
+    return {
+        "replays": replays,
+        "attempts": history,
+        "recovery": recovery(delivery, history),
+        "logs_read": logs is not None,
+        "logs_error": logs_error,
+    }
 
 
 def _block_time(block: dict[str, Any] | None) -> Any:

@@ -1,0 +1,115 @@
+"""A delivery's attempt history, from everything we know of it, each line saying where it comes from:
+
+- the provider's delivery logs (exact: when each attempt was made and how it ended), read on request;
+- the replays asked from the dashboard (when the provider answered, and how the attempt ended);
+- what our polls saw change (retries, error text, status), with when they saw it — an upper bound on when
+  the attempt was made;
+- the published retry schedule, for the attempts nothing else accounts for.
+
+Time to recovery follows from the first success among these, the most exact one first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from dashboard.actions.models import ItemState, ReplayItem
+from dashboard.deliveries.models import Delivery, DeliveryChange
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.deliveries.status import DeliveryStatus
+from dashboard.upstream.streams import DeliveryLog
+
+LOGS = "provider's log"
+REPLAY = "replay from here"
+POLL = "seen by a poll"
+SCHEDULE = "by the schedule"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    at: datetime
+    origin: str
+    retries: int | None
+    succeeded: bool | None
+    error: str
+    # True where `at` is when the attempt was made, False where it is when we noticed it (or an estimate).
+    exact: bool
+
+
+@dataclass(frozen=True)
+class Recovery:
+    at: datetime
+    # Seconds from the first attempt to the delivery that succeeded.
+    after: float
+    origin: str
+
+
+def attempt_history(
+    delivery: Delivery,
+    *,
+    changes: Sequence[DeliveryChange],
+    replays: Sequence[ReplayItem],
+    logs: Sequence[DeliveryLog] | None,
+) -> list[Attempt]:
+    """Every attempt we know of, oldest first."""
+    attempts: list[Attempt] = []
+    if logs:
+        for entry in logs:
+            if not _is_attempt_of(entry, delivery):
+                continue
+            attempts.append(Attempt(entry.created_at, LOGS, entry.retries, entry.succeeded,
+                                    entry.error_message or "", exact=True))
+    for item in replays:
+        if item.state == ItemState.REPLAYED and item.answered_at is not None:
+            attempts.append(Attempt(item.answered_at, REPLAY, item.retries_before, item.delivered,
+                                    "" if item.delivered else item.answer, exact=item.delivered is not None))
+    for change in changes:
+        attempts.append(Attempt(change.seen_at, POLL, change.retries, change.status == DeliveryStatus.DELIVERED,
+                                change.error_message, exact=False))
+    if not logs:
+        # The schedule's attempts up to the retry count we hold (the first one at the delivery's date). A
+        # delivery a replay delivered did not succeed on the schedule.
+        replayed = any(item.delivered for item in replays)
+        last = max(0, min(delivery.retries, MAX_RETRIES))
+        for k in range(last + 1):
+            final = k == last
+            attempts.append(Attempt(
+                delivery.date + timedelta(seconds=ATTEMPT_OFFSETS[k]), SCHEDULE, k,
+                (not delivery.is_failure and not replayed) if final else False,
+                delivery.error_message if final else "", exact=k == 0,
+            ))
+    return sorted(attempts, key=lambda a: (a.at, a.origin))
+
+
+# A scheduled attempt is logged within this much of its place on the schedule.
+LOG_SLACK = timedelta(seconds=30)
+
+
+def _is_attempt_of(entry: DeliveryLog, delivery: Delivery) -> bool:
+    """A block's two deliveries (unconfirmed, confirmed) share stream, chain and block; their attempts are told
+    apart by time: a log is this delivery's when its schedule puts that retry there, or when it is later than
+    the schedule at the retry count we hold (a replay)."""
+    if entry.created_at is None or entry.retries is None or entry.retries < 0:
+        return False
+    scheduled = delivery.date + timedelta(seconds=ATTEMPT_OFFSETS[min(entry.retries, MAX_RETRIES)])
+    if abs(entry.created_at - scheduled) <= LOG_SLACK:
+        return True
+    return entry.retries == delivery.retries and entry.created_at > scheduled
+
+
+def recovery(delivery: Delivery, attempts: Sequence[Attempt]) -> Recovery | None:
+    """When a delivery that failed first was delivered, from the most exact evidence; None if it has not
+    recovered or never failed."""
+    if delivery.is_failure:
+        return None
+    failed_first = any(a.succeeded is False for a in attempts) or delivery.retries > 0
+    if not failed_first:
+        return None
+    for origin in (LOGS, REPLAY, SCHEDULE, POLL):
+        successes = [a for a in attempts if a.origin == origin and a.succeeded]
+        if successes:
+            first = successes[0]
+            return Recovery(first.at, (first.at - delivery.date).total_seconds(), origin)
+    return None

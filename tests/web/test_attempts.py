@@ -1,0 +1,68 @@
+"""A delivery's attempt history: what polls saw change (written by the ingest path), replays, the provider's
+logs, the schedule; and the time to recovery that follows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.deliveries.models import Delivery, DeliveryChange
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS
+from dashboard.deliveries.status import DeliveryStatus
+from tests.factories import history_record, make_source, store
+
+
+def test_polls_record_each_change_of_a_failing_delivery_and_nothing_for_a_delivered_one(db: None) -> None:
+    source = make_source()
+    first = timezone.now() - timedelta(hours=2)
+    record = history_record(date=first, error="Request failed with status code 500")
+    store(source, record)
+    store(source, record)  # unchanged: nothing new
+    store(source, dict(record, errorMessage="socket hang up", tinyPayload={**record["tinyPayload"], "retries": 2}))
+    store(source, dict(record, errorMessage="", tinyPayload={**record["tinyPayload"], "retries": 3}))
+    store(source, history_record(date=first))  # delivered at once
+    changes = list(DeliveryChange.objects.order_by("id").values_list("retries", "status", "error_message"))
+    assert changes == [
+        (0, DeliveryStatus.RETRYING, "Request failed with status code 500"),
+        (2, DeliveryStatus.RETRYING, "socket hang up"),
+        (3, DeliveryStatus.DELIVERED, ""),
+    ]
+    assert set(DeliveryChange.objects.values_list("delivery_id", flat=True)) == {Delivery.objects.get(pk=record["id"]).pk}
+
+
+def test_the_delivery_page_lists_the_attempts_and_the_time_to_recovery(db: None, logged_in_client: Client) -> None:
+    source = make_source()
+    first = timezone.now() - timedelta(hours=3)
+    record = history_record(date=first, error="Request failed with status code 500")
+    store(source, record)
+    store(source, dict(record, errorMessage="", tinyPayload={**record["tinyPayload"], "retries": 2}))
+    body = logged_in_client.get(f"/deliveries/{record['id']}/").content.decode()
+    assert "seen by a poll" in body and "by the schedule" in body
+    # Delivered at the second retry, which the schedule places 11 minutes after the first attempt.
+    assert f"Recovered <strong>{ATTEMPT_OFFSETS[2] // 60} min</strong>" in body
+
+
+def test_the_providers_logs_give_the_exact_attempts(polled: Any, sim: Any, logged_in_client: Client) -> None:
+    recovered = (
+        Delivery.objects.filter(source=polled, status=DeliveryStatus.DELIVERED, retries__gte=1)
+        .order_by("-date")
+        .first()
+    )
+    assert recovered is not None
+    body = logged_in_client.get(f"/deliveries/{recovered.pk}/?logs=1").content.decode()
+    assert "read just now" in body
+    assert body.count("provider&#x27;s log") + body.count("provider's log") >= recovered.retries + 1
+    assert "Recovered" in body and "(provider" in body
+    # The sibling delivery of the same block (the other confirmation) does not lend its attempts.
+    assert "by the schedule" not in body
+
+
+def test_logs_that_cannot_be_read_are_said_so_not_a_500(db: None, logged_in_client: Client, fast_upstream: None) -> None:
+    source = make_source(base_url="http://127.0.0.1:9")
+    record = history_record(date=datetime.now(UTC) - timedelta(hours=1), error="socket hang up")
+    store(source, record)
+    response = logged_in_client.get(f"/deliveries/{record['id']}/?logs=1")
+    assert response.status_code == 200 and "could not be read" in response.content.decode()
