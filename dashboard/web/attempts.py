@@ -57,7 +57,7 @@ def attempt_history(
     attempts: list[Attempt] = []
     if logs:
         for entry in logs:
-            if not _is_attempt_of(entry, delivery):
+            if entry.created_at is None or not _is_attempt_of(entry, delivery):
                 continue
             attempts.append(Attempt(entry.created_at, LOGS, entry.retries, entry.succeeded,
                                     entry.error_message or "", exact=True))
