@@ -58,6 +58,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("record_hash", "varchar"),
     ("first_seen_at", "timestamptz"),
     ("updated_at", "timestamptz"),
+    ("is_test", "bool"),
 )
 COLUMN_NAMES = [name for name, _type in COLUMNS]
 COPY_TYPES = [type_ for _name, type_ in COLUMNS]
@@ -156,7 +157,7 @@ def _copy_to_stage(
                     group_ids.get(p.error_message) if p.error_message else None,
                     p.search_keys, Jsonb(p.tiny_payload, dumps=raw_json),
                     Jsonb(p.payload, dumps=raw_json) if p.payload is not None else None,
-                    p.record_hash, now, now,
+                    p.record_hash, now, now, p.is_test,
                 )
             )
 
@@ -223,6 +224,8 @@ def _refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> No
           JOIN deliveries_delivery d
             ON d.source_id = t.source_id AND d.stream_id = t.stream_id
            AND d.date >= t.hour AND d.date < t.hour + interval '1 hour'
+           -- A test webhook is no chain event: it stays out of the counts every rate and chart reads.
+           AND NOT d.is_test
          GROUP BY d.source_id, t.hour, d.stream_id, d.tag, d.webhook_url, d.chain_id, d.status,
                   d.error_group_id, d.retries
         """,  # noqa: S608 - column names are constants

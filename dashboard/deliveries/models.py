@@ -34,6 +34,10 @@ from dashboard.upstream.streams import StreamCounts as ProviderCounts
 
 
 class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
+    def chain_events(self) -> DeliveryQuerySet:
+        """Deliveries of chain data: everything but the provider's test webhooks."""
+        return self.filter(is_test=False)
+
     def failures(self) -> DeliveryQuerySet:
         return self.exclude(status=DeliveryStatus.DELIVERED)
 
@@ -94,7 +98,7 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
         """The columns a list row shows; payloads stay on disk."""
         return self.only(
             "id", "date", "stream_id", "tag", "webhook_url", "chain_id", "confirmed", "block_number",
-            "records", "retries", "error_message", "status", "error_group_id",
+            "records", "retries", "error_message", "status", "error_group_id", "is_test",
         )
 
     def page_after(self, date: datetime, pk: uuid.UUID, *, newest_first: bool = True) -> DeliveryQuerySet:
@@ -117,7 +121,9 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             since = now - timedelta(hours=h)
             aggregates[f"total_{h}"] = Count("id", filter=Q(date__gte=since))
             aggregates[f"failed_{h}"] = Count("id", filter=Q(date__gte=since) & ~Q(status=DeliveryStatus.DELIVERED))
-        return self.filter(date__gte=now - timedelta(hours=hours[-1]), date__lte=now).aggregate(**aggregates)
+        return self.chain_events().filter(date__gte=now - timedelta(hours=hours[-1]), date__lte=now).aggregate(
+            **aggregates
+        )
 
     def bucketed(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
         """Delivered and failed counts per fixed-width bucket starting at `start`."""
@@ -406,6 +412,9 @@ class Delivery(models.Model):
     record_hash = models.CharField(max_length=64)
     first_seen_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # The provider's test webhook after a stream is created, updated or reactivated (no chain, no block): shown
+    # and labelled, but kept out of rollups, success rates and alert conditions.
+    is_test = models.BooleanField(default=False, db_default=False)
 
     objects = DeliveryQuerySet.as_manager()
 

@@ -36,6 +36,8 @@ class ParsedRecord:
     tiny_payload: bytes
     payload: bytes | None
     record_hash: str
+    # The provider's test webhook (sent after a stream is created, updated or reactivated): no chain, no block.
+    is_test: bool = False
 
 
 def raw_json(data: bytes) -> bytes:
@@ -134,13 +136,14 @@ def parse_record(record: dict[str, Any]) -> ParsedRecord:
     block_number = _int(tiny.get("block"), None)
     if block_number is None and payload is not None and isinstance(payload.get("block"), dict):
         block_number = _int(payload["block"].get("number"), None)
+    chain_id = _chain_id(tiny.get("chainId") or (payload or {}).get("chainId"))
     return ParsedRecord(
         id=record_id,
         date=date,
         stream_id=_text(record.get("streamId"), 64),
         tag=_text(record.get("tag"), 255),
         webhook_url=_text(record.get("webhookUrl"), 2048),
-        chain_id=_chain_id(tiny.get("chainId") or (payload or {}).get("chainId")),
+        chain_id=chain_id,
         confirmed=as_bool(tiny.get("confirmed")),
         block_number=block_number,
         records=_int32(tiny.get("records")),
@@ -151,6 +154,7 @@ def parse_record(record: dict[str, Any]) -> ParsedRecord:
         tiny_payload=json_bytes(tiny),
         payload=json_bytes(payload) if payload is not None else None,
         record_hash=record_hash(record),
+        is_test=chain_id == "" and block_number is None,
     )
 
 

@@ -146,6 +146,8 @@ class Delivery:
     confirmed: bool
     # (attempt time, error text or "" for success), filled in on first use.
     attempts: tuple[tuple[float, str], ...] | None = None
+    # The provider's test webhook after a reactivation: no chain, no block, an empty payload.
+    test: bool = False
 
 
 @dataclass
@@ -447,6 +449,8 @@ class HistoryWorld:
     def render(self, d: Delivery, now: float, *, include_payload: bool) -> dict[str, Any]:
         retries, error = self.state_at(d, now)
         event = d.event
+        if d.test:
+            return self._render_test(d, retries, error, include_payload=include_payload)
         base = self.payload(event)
         record: dict[str, Any] = {"id": d.id, "date": iso(d.date)}
         if include_payload:
@@ -462,6 +466,23 @@ class HistoryWorld:
         record["webhookUrl"] = event.stream.webhook.url
         record["streamId"] = event.stream.id
         record["tag"] = event.stream.tag
+        return record
+
+    def _render_test(self, d: Delivery, retries: int, error: str, *, include_payload: bool) -> dict[str, Any]:
+        """DECISION (contract §4): a test webhook's chainId is "" and its block fields are empty."""
+        stream = d.event.stream
+        record: dict[str, Any] = {"id": d.id, "date": iso(d.date)}
+        if include_payload:
+            record["payload"] = {
+                "block": {"number": "", "hash": "", "timestamp": ""}, "chainId": "", "logs": [], "txs": [],
+                "txsInternal": [], "abi": [], "retries": retries, "confirmed": True, "tag": stream.tag,
+                "streamId": stream.id,
+            }
+        record["tinyPayload"] = {"chainId": "", "confirmed": True, "block": "", "records": 0, "retries": retries}
+        record["errorMessage"] = error
+        record["webhookUrl"] = stream.webhook.url
+        record["streamId"] = stream.id
+        record["tag"] = stream.tag
         return record
 
     def payload(self, event: BlockEvent) -> dict[str, Any]:

@@ -175,10 +175,23 @@ class StreamsWorld:
         """Apply a status change asked for now; the refusal's text when the provider would refuse it."""
         with self._lock:
             ledger = self._advance(now)
-            if ledger.status[stream.id] == "terminated":
+            current = ledger.status[stream.id]
+            if current == "terminated":
                 return "Stream is terminated and cannot be updated"
             self._act(ledger, Action(now, "status", stream.id, status=status))
+            if status == "active" and current != "active":
+                self._send_test_webhook(ledger, stream, now)
             return None
+
+    def _send_test_webhook(self, ledger: _Ledger, stream: Stream, now: float) -> None:
+        """A reactivated stream gets the provider's test webhook at once (contract §4)."""
+        n = sum(1 for d in self.history.extras if d.test and d.event.stream.id == stream.id)
+        r = entropy.rng(self.history.seed, "test-webhook", stream.id, n)
+        event = BlockEvent(key=f"{stream.id}:test:{n}", stream=stream, number=0, ts=now)
+        delivery = Delivery(entropy.uuid4(r), now, event, True, test=True)
+        self.history.add_extra(delivery)
+        self._push_delivery(ledger, delivery)
+        self._run(ledger, now)
 
     def replay(self, stream: Stream, delivery: Delivery, now: float) -> str | None:
         """One new attempt of `delivery` now; the refusal's text when the stream cannot send."""
@@ -292,7 +305,7 @@ class StreamsWorld:
             return
         error = self.history.attempts(d)[order][1]
         counts = ledger.counts[d.event.stream.id]
-        if order == 0:
+        if order == 0 and not d.test:
             # A block is processed once per delivery; retries send what was built.
             logs, txs, internal = self._sizes(ledger, d.event)
             counts.logs += logs

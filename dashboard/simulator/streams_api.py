@@ -249,7 +249,7 @@ def render_log(world: World, d: Delivery, attempt: Attempt) -> dict[str, object]
     return {
         "id": entropy.uuid4(entropy.rng(world.history.seed, "log", d.id, attempt.order)),
         "streamId": stream.id,
-        "chain": stream.chain.hex_id,
+        "chain": "" if d.test else stream.chain.hex_id,
         "webhookUrl": stream.webhook.url,
         "tag": stream.tag,
         "retries": attempt.retries,

@@ -50,3 +50,26 @@ def test_a_stream_already_in_the_asked_status_or_terminated_is_refused(
     assert response.status_code == 400 and "error and terminated are the provider" in response.content.decode()
     assert staff_client.post("/streams/no-such-stream/status/", {"status": "paused"}).status_code == 404
     assert not ProviderAction.objects.exists()
+
+
+def test_the_test_webhook_after_a_reactivation_is_labelled_and_kept_out_of_the_figures(
+    polled: Any, sim: Any, logged_in_client: Client
+) -> None:
+    from dashboard.deliveries.models import Delivery, HourlyRollup
+    from dashboard.polling.walks import poll
+
+    sync_streams(polled)
+    row = Stream.objects.filter(source=polled, provider_status="error").first()
+    assert row is not None
+    world = sim.world
+    assert world.streams.set_status(world.streams.stream(row.stream_id), "active", world.clock.timestamp()) is None
+    world.clock.advance(5)
+    poll(polled)
+    test = Delivery.objects.get(source=polled, is_test=True)
+    assert (test.stream_id, test.chain_id, test.block_number) == (row.stream_id, "", None)
+    assert not HourlyRollup.objects.filter(stream_id=row.stream_id, chain_id="").exists()
+    assert test.pk not in set(Delivery.objects.chain_events().values_list("pk", flat=True))
+    page = logged_in_client.get(f"/deliveries/{test.pk}/").content.decode()
+    assert "Test webhook to" in page
+    listed = logged_in_client.get(f"/deliveries/?stream={row.stream_id}").content.decode()
+    assert "test webhook" in listed

@@ -180,7 +180,14 @@ def test_a_stream_in_error_can_be_made_active_again(sim: RunningSimulator, http:
     response = http.post(f"/streams/evm/{stream.id}/status", json={"status": "active"})
     assert response.status_code == 200 and response.json()["status"] == "active"
     assert http.get(f"/streams/evm/{stream.id}").json()["status"] == "active"
-    assert world.streams.rate(stream.webhook.url, world.clock.timestamp()) == 100
+    # The rate restarts at 100; the reactivation's test webhook is the first attempt after it (contract §4).
+    tests = [d for d in world.history.extras if d.test and d.event.stream.id == stream.id]
+    assert len(tests) == 1
+    failed = bool(world.history.attempts(tests[0])[0][1])
+    assert world.streams.rate(stream.webhook.url, world.clock.timestamp()) == (99 if failed else 100)
+    records = http.get("/history", params={"limit": 100}).json()["result"]
+    test_record = next(r for r in records if r["id"] == tests[0].id)
+    assert test_record["tinyPayload"]["chainId"] == "" and test_record["tinyPayload"]["block"] == ""
     for status, message in [
         ("error", "Status error can only be set by the system"),
         ("terminated", "Status terminated can only be set by the system"),
