@@ -73,3 +73,43 @@ def test_the_test_webhook_after_a_reactivation_is_labelled_and_kept_out_of_the_f
     assert "Test webhook to" in page
     listed = logged_in_client.get(f"/deliveries/?stream={row.stream_id}").content.decode()
     assert "test webhook" in listed
+
+
+def test_a_block_is_re_sent_from_a_delivery_page(
+    polled: Any, sim: Any, staff_client: Client, eager_tasks: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    from dashboard.deliveries.models import Delivery
+
+    sync_streams(polled)
+    active = Stream.objects.filter(source=polled, provider_status="active").values_list("stream_id", flat=True)
+    delivery = Delivery.objects.filter(source=polled, stream_id__in=list(active)).order_by("-date").first()
+    assert delivery is not None and delivery.block_number is not None
+    assert "Re-send block…" in staff_client.get(f"/deliveries/{delivery.pk}/").content.decode()
+    before = len(sim.world.history.extras)
+    prepared = staff_client.post("/actions/resend-block/", {
+        "stream": delivery.stream_id, "chain": delivery.chain_id, "block": str(delivery.block_number),
+    })
+    assert prepared.status_code == 302
+    assert "Re-send the block" in staff_client.get(prepared["Location"]).content.decode()
+    action = ProviderAction.objects.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        staff_client.post(f"/actions/{action.pk}/confirm/")
+        staff_client.post(f"/actions/{action.pk}/confirm/")
+    action.refresh_from_db()
+    assert action.state == ActionState.DONE, action.answer
+    resent = sim.world.history.extras[before:]
+    assert len(resent) == 1 and resent[0].event.number == delivery.block_number
+
+
+def test_bad_block_requests_answer_400(polled: Any, staff_client: Client) -> None:
+    sync_streams(polled)
+    row = Stream.objects.filter(source=polled).first()
+    assert row is not None
+    for data, text in [
+        ({"stream": row.stream_id, "block": "12x"}, "whole number"),
+        ({"stream": row.stream_id, "block": "5", "chain": "0x999"}, "does not watch that chain"),
+    ]:
+        response = staff_client.post("/actions/resend-block/", data)
+        assert response.status_code == 400 and text in response.content.decode()
+    assert staff_client.post("/actions/resend-block/", {"stream": "nope", "block": "1"}).status_code == 404
+    assert not ProviderAction.objects.exists()
