@@ -61,6 +61,17 @@ def sync_roles(apps: Any = global_apps, using: str = DEFAULT_DB_ALIAS) -> None:
             group.permissions.add(*permissions)
 
 
+def sync_roles_in_migration(apps: Any, schema_editor: Any) -> None:
+    """For the roles migrations: permissions are normally created after all migrations have run; they are
+    created here first so the groups can be filled on a fresh database."""
+    using = schema_editor.connection.alias
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, verbosity=0, using=using, apps=apps)
+        app_config.models_module = None
+    sync_roles(apps, using)
+
+
 def sync_roles_after_migrate(
     *, apps: Any = global_apps, using: str = DEFAULT_DB_ALIAS, **kwargs: Any
 ) -> None:

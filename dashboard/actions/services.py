@@ -441,15 +441,8 @@ def _run_status_change(action: ProviderAction, client: UpstreamClient) -> RunOut
                                        kind=kind)
         except errors.OutcomeUnknown:
             return _reread_status(action, client, kind)
-        except errors.RateLimited as exc:
-            ProviderAction.objects.filter(pk=action.pk).update(sent_at=None)
-            return RunOutcome(finished=False, retry_in=min(exc.retry_after or 5.0, MAX_RATE_LIMIT_WAIT))
-        except (errors.Unreachable, errors.ServerError) as exc:
-            ProviderAction.objects.filter(pk=action.pk).update(sent_at=None, answer=f"Waiting: {exc.message}"[:4000])
-            return RunOutcome(finished=False, retry_in=30.0)
         except errors.UpstreamError as exc:
-            _finish(action, ActionState.FAILED, f"The provider refused: {exc.message}")
-            return RunOutcome(finished=True)
+            return _not_acted_on(action, exc)
         status = change.status or action.wanted_status
         message = change.status_message or ""
         _record_stream_status(action, status, message)
@@ -457,6 +450,19 @@ def _run_status_change(action: ProviderAction, client: UpstreamClient) -> RunOut
         return RunOutcome(finished=True)
     # A previous run sent it and died before recording the answer.
     return _reread_status(action, client, kind)
+
+
+def _not_acted_on(action: ProviderAction, exc: errors.UpstreamError) -> RunOutcome:
+    """A single request (status change, re-sent block) the provider did not act on: a 429 or an unreachable
+    host is asked again later (released for the next run); anything else is its refusal, recorded."""
+    if isinstance(exc, errors.RateLimited):
+        ProviderAction.objects.filter(pk=action.pk).update(sent_at=None)
+        return RunOutcome(finished=False, retry_in=min(exc.retry_after or 5.0, MAX_RATE_LIMIT_WAIT))
+    if isinstance(exc, (errors.Unreachable, errors.ServerError)):
+        ProviderAction.objects.filter(pk=action.pk).update(sent_at=None, answer=f"Waiting: {exc.message}"[:4000])
+        return RunOutcome(finished=False, retry_in=30.0)
+    _finish(action, ActionState.FAILED, f"The provider refused: {exc.message}")
+    return RunOutcome(finished=True)
 
 
 def _reread_status(action: ProviderAction, client: UpstreamClient, kind: StreamKind) -> RunOutcome:
@@ -494,15 +500,8 @@ def _run_resend(action: ProviderAction, client: UpstreamClient) -> RunOutcome:
     except errors.OutcomeUnknown as exc:
         _finish(action, ActionState.FAILED, f"{exc.message}. Not sent again: look for the block's delivery in the history.")
         return RunOutcome(finished=True)
-    except errors.RateLimited as exc:
-        ProviderAction.objects.filter(pk=action.pk).update(sent_at=None)
-        return RunOutcome(finished=False, retry_in=min(exc.retry_after or 5.0, MAX_RATE_LIMIT_WAIT))
-    except (errors.Unreachable, errors.ServerError) as exc:
-        ProviderAction.objects.filter(pk=action.pk).update(sent_at=None, answer=f"Waiting: {exc.message}"[:4000])
-        return RunOutcome(finished=False, retry_in=30.0)
     except errors.UpstreamError as exc:
-        _finish(action, ActionState.FAILED, f"The provider refused: {exc.message}")
-        return RunOutcome(finished=True)
+        return _not_acted_on(action, exc)
     logs = resent.payload.get("logs") if isinstance(resent.payload, dict) else None
     _finish(action, ActionState.DONE, f"The provider built block {resent.block_number} again and delivered it"
             + (f" ({len(logs)} logs)." if isinstance(logs, list) else "."))

@@ -5,19 +5,13 @@ groups can be filled on a fresh database. Models added later get into the groups
 post_migrate hook in dashboard.accounts.apps.
 """
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
 
 def create_roles(apps, schema_editor):
-    from dashboard.accounts.roles import sync_roles
+    from dashboard.accounts.roles import sync_roles_in_migration
 
-    using = schema_editor.connection.alias
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, verbosity=0, using=using, apps=apps)
-        app_config.models_module = None
-    sync_roles(apps, using)
+    sync_roles_in_migration(apps, schema_editor)
 
 
 def remove_roles(apps, schema_editor):

@@ -3,18 +3,10 @@
 from django.db import migrations
 
 
-
 def grant(apps, schema_editor):
-    from django.contrib.auth.management import create_permissions
+    from dashboard.accounts.roles import sync_roles_in_migration
 
-    from dashboard.accounts.roles import sync_roles
-
-    using = schema_editor.connection.alias
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, verbosity=0, using=using, apps=apps)
-        app_config.models_module = None
-    sync_roles(apps, using)
+    sync_roles_in_migration(apps, schema_editor)
 
 
 class Migration(migrations.Migration):

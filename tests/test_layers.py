@@ -1,0 +1,81 @@
+"""The layers of dashboard/ARCHITECTURE.md, checked on the code's own imports (every `import` and `from …
+import`, at module level or inside functions): data flows one way, no app imports one above it or beside it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "dashboard"
+
+# Lower numbers sit below; an app may import only apps of a lower rank, and the helpers beside the chain.
+RANK = {
+    "upstream": 0,
+    "sources": 1,
+    "deliveries": 2,
+    "polling": 3,
+    "actions": 4,
+    "web": 5,
+    "alerts": 5,
+    "lookups": 5,
+    "devtools": 6,
+}
+# Beside the chain: any app may use them; they import no app.
+HELPERS = {"accounts", "live", "env"}
+# Apps that stand alone and import nothing of the project.
+ALONE = {"simulator", "upstream"}
+
+
+def app_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "dashboard" else None
+
+
+def imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def edges() -> set[tuple[str, str, str]]:
+    """(importing app, imported app, file) for every import of one dashboard app by another."""
+    out: set[tuple[str, str, str]] = set()
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if len(rel.parts) < 2 or "migrations" in rel.parts:
+            continue
+        source = rel.parts[0]
+        for module in imports(path):
+            target = app_of(module)
+            if target is not None and target != source:
+                out.add((source, target, str(rel)))
+    return out
+
+
+def test_no_app_imports_one_above_or_beside_it() -> None:
+    wrong = []
+    for source, target, where in sorted(edges()):
+        if target in HELPERS and source not in HELPERS:
+            continue
+        if source in ALONE or source in HELPERS:
+            wrong.append(f"{where}: {source} imports {target}")
+        elif source in RANK and target in RANK and RANK[target] >= RANK[source]:
+            wrong.append(f"{where}: {source} imports {target}")
+    assert wrong == []
+
+
+def test_the_check_sees_the_imports_it_should() -> None:
+    found = edges()
+    # The premise: the reader finds real edges, function-level ones included (alerts/apps.py imports
+    # polling.signals inside ready()).
+    assert any(s == "alerts" and t == "polling" for s, t, _ in found)
+    assert any(s == "web" and t == "actions" for s, t, _ in found)
+
+
+def test_every_app_is_placed() -> None:
+    apps = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert apps <= set(RANK) | HELPERS | ALONE
