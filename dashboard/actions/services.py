@@ -32,6 +32,7 @@ from dashboard.actions.models import (
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, Stream
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.clients import page_client, streams_client
 from dashboard.sources.models import Source
 from dashboard.upstream import errors
@@ -516,3 +517,32 @@ def delivery_replays(delivery: Delivery) -> list[ReplayItem]:
         .select_related("action")
         .order_by("-id")[:50]
     )
+
+
+def replay_recoveries(
+    start: datetime | None, end: datetime | None, dimension: str, *, stream_id: str | None, tag: str | None
+) -> list[tuple[str, int, float]]:
+    """(stream id or tag, retries, seconds from first attempt to success) of the deliveries a replay delivered,
+    dated in the window: exact times to success, where the schedule would only guess."""
+    items = ReplayItem.objects.filter(state=ItemState.REPLAYED, delivered=True, answered_at__isnull=False)
+    if start is not None:
+        items = items.filter(delivery_date__gte=start)
+    if end is not None:
+        items = items.filter(delivery_date__lt=end)
+    if stream_id:
+        items = items.filter(stream_id=stream_id)
+    firsts: dict[Any, tuple[int, datetime, datetime]] = {}
+    for delivery_id, retries, date, answered in items.order_by("answered_at").values_list(
+        "delivery_id", "retries_before", "delivery_date", "answered_at"
+    )[:10_000]:
+        if answered is not None:
+            firsts.setdefault(delivery_id, (retries, date, answered))
+    deliveries = Delivery.objects.filter(pk__in=list(firsts), status=DeliveryStatus.DELIVERED)
+    if tag:
+        deliveries = deliveries.filter(tag=tag)
+    keys = dict(deliveries.values_list("pk", dimension))
+    return [
+        (keys[pk], retries, (answered - date).total_seconds())
+        for pk, (retries, date, answered) in firsts.items()
+        if pk in keys
+    ]

@@ -1,7 +1,9 @@
 """Retry statistics from rollup counts per (dimension, status, retries).
 
 A delivered row with r retries succeeded on attempt r + 1, which the published schedule places
-ATTEMPT_OFFSETS[r] after the first attempt: that is its time to success.
+ATTEMPT_OFFSETS[r] after the first attempt: that is its time to success — unless a replay asked from the
+dashboard delivered it, whose answer says exactly when (`add_exact`): the attempt history is more exact than
+the schedule there.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ class RetryRow:
     delivered: int = 0
     retrying: int = 0
     failed: int = 0
+    # (retries, seconds to success) of delivered deliveries whose success time is known exactly.
+    exact: list[tuple[int, float]] = field(default_factory=list)
+
+    def add_exact(self, retries: int, seconds: float) -> None:
+        self.exact.append((max(0, min(retries, MAX_RETRIES)), max(0.0, seconds)))
 
     @property
     def total(self) -> int:
@@ -45,17 +52,27 @@ class RetryRow:
 
     @property
     def median_time_to_success(self) -> int | None:
-        """Median seconds from first attempt to success among deliveries that needed at least one retry."""
-        counts = self.delivered_after[1:]
-        n = sum(counts)
+        """Median seconds from first attempt to success among deliveries that needed at least one retry (or a
+        replay): the schedule's time for each, the exact one where a replay's answer gives it."""
+        times: dict[float, int] = {}
+        exact_at = [0] * (MAX_RETRIES + 1)
+        for retries, seconds in self.exact:
+            exact_at[retries] += 1
+            times[seconds] = times.get(seconds, 0) + 1
+        for retries in range(1, MAX_RETRIES + 1):
+            scheduled = self.delivered_after[retries] - exact_at[retries]
+            if scheduled > 0:
+                times[ATTEMPT_OFFSETS[retries]] = times.get(ATTEMPT_OFFSETS[retries], 0) + scheduled
+        # A delivery with no retry that a replay delivered did need more than its first attempt.
+        n = sum(times.values())
         if not n:
             return None
         middle = (n + 1) // 2
         seen = 0
-        for retries, count in enumerate(counts, start=1):
-            seen += count
+        for seconds in sorted(times):
+            seen += times[seconds]
             if seen >= middle:
-                return ATTEMPT_OFFSETS[retries]
+                return int(seconds)
         return None
 
     @property

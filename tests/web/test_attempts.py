@@ -66,3 +66,26 @@ def test_logs_that_cannot_be_read_are_said_so_not_a_500(db: None, logged_in_clie
     store(source, record)
     response = logged_in_client.get(f"/deliveries/{record['id']}/?logs=1")
     assert response.status_code == 200 and "could not be read" in response.content.decode()
+
+
+def test_retry_statistics_take_a_replays_exact_time_over_the_schedule(db: None, logged_in_client: Client) -> None:
+    from dashboard.actions.models import ActionKind, ActionState, ItemState, ProviderAction, ReplayItem
+    from tests.conftest import make_user
+
+    source = make_source()
+    first = timezone.now() - timedelta(hours=30)
+    failing = history_record(date=first, error="Request failed with status code 500", retries=6)
+    store(source, failing)
+    page = logged_in_client.get("/retries/?range=7d").content.decode()
+    assert "Median time to success" in page
+    # A replay delivered it 40 minutes after its first attempt (the schedule would say 45 h for retry 7).
+    store(source, dict(failing, errorMessage=""))
+    user = make_user("operator", role="Staff")
+    action = ProviderAction.objects.create(kind=ActionKind.REPLAY, state=ActionState.DONE, source=source,
+                                           requested_by=user, requested_by_name="operator", scope="test",
+                                           target_count=1)
+    ReplayItem.objects.create(action=action, delivery_id=failing["id"], stream_id=failing["streamId"],
+                              delivery_date=first, retries_before=6, status_before="retrying",
+                              state=ItemState.REPLAYED, delivered=True, answered_at=first + timedelta(minutes=40))
+    page = logged_in_client.get("/retries/?range=7d").content.decode()
+    assert "40 min" in page

@@ -58,8 +58,9 @@ def test_retry_statistics_per_stream_and_tag(
         record(date=now - timedelta(hours=2), error="socket hang up", retries=2),
         record(date=now - timedelta(days=3), stream_id=STREAM_B, tag="beta", error="socket hang up", retries=7),
     )
-    # session, user, the viewer role (user and group permissions), sync banner, distribution, still-failing deliveries
-    with django_assert_num_queries(7):
+    # session, user, the viewer role (user and group permissions), sync banner, distribution, the replays that
+    # delivered (exact times to success), still-failing deliveries
+    with django_assert_num_queries(8):
         response = logged_in_client.get("/retries/")
     rows = {r.key: r for r in response.context["rows"]}
     a = rows["11111111-1111-4111-8111-111111111111"]

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
+from dashboard.actions.services import replay_recoveries
 from dashboard.deliveries.models import Delivery, HourlyRollup
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
 from dashboard.web.forms import RetryStatsForm
@@ -31,6 +32,11 @@ def retry_statistics(request: HttpRequest) -> HttpResponse:
         .retry_distribution(*(("stream_id", "tag") if by == "stream" else ("tag",)))
     )
     rows, overall = retry_rows(distribution, dimension)
+    by_key = {row.key: row for row in rows}
+    for key, retries, seconds in replay_recoveries(window.start, window.end, dimension, **slice_kwargs):
+        for row in (by_key.get(key), overall):
+            if row is not None:
+                row.add_exact(retries, seconds)
 
     failing = Delivery.objects.for_list().slice(**slice_kwargs).still_retrying().newest_first()
     still_failing = list(failing[: STILL_FAILING_ROWS + 1])
