@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 
 from dashboard.env import (
     ImproperlyConfiguredEnv,
@@ -24,6 +25,16 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfiguredEnv("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
+# Fernet keys for secrets stored in the database (API keys), newest first; see dashboard/encryption.py.
+ENCRYPTION_KEYS = env_list("ENCRYPTION_KEYS", [])
+for _key in ENCRYPTION_KEYS:
+    try:
+        Fernet(_key.encode())
+    except (ValueError, TypeError):
+        raise ImproperlyConfiguredEnv(
+            "ENCRYPTION_KEYS must list Fernet keys (32 url-safe base64 bytes each; "
+            "make one with `python manage.py rotate_secrets --new-key`)"
+        ) from None
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1"] if DEBUG else [])
 SITE_URL = env_url("SITE_URL", "http://localhost:8000")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [SITE_URL])

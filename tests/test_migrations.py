@@ -46,3 +46,29 @@ def test_rows_written_before_the_move_are_read_after_it() -> None:
     assert HistoryWalk.objects.get(source=source).cursor == "c-42"
     assert ContentType.objects.filter(app_label="sources", model="source").exists()
     assert not ContentType.objects.filter(app_label="deliveries", model="source").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_stored_in_plain_text_is_encrypted_in_place() -> None:
+    old = _migrate([("sources", "0002_streams_sync_state")]).loader.project_state(
+        ("sources", "0002_streams_sync_state")
+    ).apps
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO deliveries_source (name, api_key, streams_base_url, evm_base_url, aptos_mainnet_base_url,"
+            " aptos_testnet_base_url, enabled, is_default, created_at, consecutive_failures, records_last_poll,"
+            " last_error_kind, last_error_message, rejected_key_digest, streams_sync_error)"
+            " VALUES ('plain', 'plain-secret-key', 'http://x', 'http://x', 'http://x', 'http://x', true, false,"
+            " now(), 0, 0, '', '', '', '') RETURNING id"
+        )
+        (pk,) = cursor.fetchone()
+    assert old is not None
+    _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT api_key FROM deliveries_source WHERE id = %s", [pk])
+        (stored,) = cursor.fetchone()
+    assert stored.startswith("fernet:") and "plain-secret-key" not in stored
+
+    from dashboard.sources.models import Source
+
+    assert Source.objects.get(pk=pk).api_key == "plain-secret-key"

@@ -22,9 +22,15 @@ def ensure_default_source() -> Source | None:
     }
     source = Source.objects.filter(is_default=True).first()
     if source is None:
-        return Source.objects.create(
-            name=DEFAULT_SOURCE_NAME, is_default=True, api_key=settings.MORALIS_API_KEY, **urls
+        # Workers and beats starting together all get here. ON CONFLICT DO NOTHING cannot fail on the unique
+        # name, so no statement that carries the (encrypted) key ever fails into the database server's log.
+        Source.objects.bulk_create(
+            [Source(name=DEFAULT_SOURCE_NAME, is_default=True, api_key=settings.MORALIS_API_KEY, **urls)],
+            ignore_conflicts=True,
         )
+        source = Source.objects.filter(name=DEFAULT_SOURCE_NAME).first()
+        if source is None:
+            return None
     changed = [name for name, value in urls.items() if getattr(source, name) != value]
     for name in changed:
         setattr(source, name, urls[name])

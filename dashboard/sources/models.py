@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from dashboard.encryption import EncryptedTextField
 from dashboard.upstream import errors
 
 # A key the upstream rejected is retried this rarely until it changes.
@@ -64,8 +65,9 @@ class Source(models.Model):
     """One upstream project: an API key and the base URLs it is used against."""
 
     name = models.CharField(max_length=100, unique=True)
-    # Write-only: forms and pages never render it back, not even masked.
-    api_key = models.CharField(max_length=512, blank=True)
+    # Write-only: forms and pages never render it back, not even masked. Encrypted in the database
+    # (dashboard/encryption.py); the attribute is the plain key.
+    api_key = EncryptedTextField(blank=True)
     streams_base_url = models.URLField(max_length=300)
     evm_base_url = models.URLField(max_length=300)
     aptos_mainnet_base_url = models.URLField(max_length=300)
