@@ -13,6 +13,7 @@ from dashboard.env import (
     env_email_url,
     env_int,
     env_list,
+    env_networks,
     env_str,
     env_url,
 )
@@ -142,8 +143,8 @@ SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _SERVED_OVER_HTTPS)
 if env_bool("SECURE_PROXY_SSL_HEADER", _SERVED_OVER_HTTPS):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _SERVED_OVER_HTTPS)
-# Load balancers probe the health endpoint over plain HTTP and do not follow redirects.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# Load balancers probe the health endpoints, and Prometheus scrapes, over plain HTTP and follow no redirects.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 # HSTS covers this host only unless asked; other hosts of the domain may still need plain HTTP.
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 86400 if _SERVED_OVER_HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
@@ -241,6 +242,12 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 ALERT_EMAILS = env_list("ALERT_EMAILS", [])
 ALERT_MAX_MAILS_PER_HOUR = env_int("ALERT_MAX_MAILS_PER_HOUR", 30, minimum=1)
 ALERT_SWEEP_SECONDS = env_int("ALERT_SWEEP_SECONDS", 30, minimum=5, maximum=3600)
+
+# Prometheus metrics at /metrics: a scrape must carry `Authorization: Bearer <METRICS_TOKEN>` or come from
+# one of METRICS_ALLOWED_NETWORKS; anything else is refused (403). Processes share counters through the
+# directory in the PROMETHEUS_MULTIPROC_DIR environment variable (read by prometheus-client itself).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOWED_NETWORKS = env_networks("METRICS_ALLOWED_NETWORKS")
 
 # Celery: a broker is always configured; tests run tasks eagerly only where they say so.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)

@@ -5,7 +5,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from dashboard import health
+from dashboard import health, metrics
 
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -27,6 +27,8 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
     # Browsers ask for it on every page that names no icon (the admin, raw JSON); public like the CSS.
     path("favicon.ico", favicon),
 ]
