@@ -7,6 +7,7 @@ the process at start instead of surfacing later as an odd failure.
 from __future__ import annotations
 
 import os
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -57,6 +58,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> list[IPv4Network | IPv6Network]:
+    """A comma-separated list of networks in CIDR notation (a bare address is a network of one)."""
+    networks: list[IPv4Network | IPv6Network] = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfiguredEnv(f"{name} must list networks such as 10.0.0.0/8, got {item!r}") from None
+    return networks
 
 
 def env_url(name: str, default: str, *, schemes: tuple[str, ...] = ("http", "https")) -> str:

@@ -1,4 +1,5 @@
-"""Health endpoint for load balancers and uptime checks: database, Redis and sync state, no secrets."""
+"""Health endpoints, no secrets. `/healthz` for load balancers: is this web process able to serve (database,
+Redis)? `/readyz` for monitoring: is ingestion working (some enabled source healthy by the banner's rule)?"""
 
 from __future__ import annotations
 
@@ -51,3 +52,20 @@ def healthz(request: HttpRequest) -> JsonResponse:
             )
     checks["sources"] = sources
     return JsonResponse({"ok": ok, **checks}, status=200 if ok else 503)
+
+
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """503 when the database is down, or when there are enabled sources and none of them is healthy: every
+    one stale, failing or its key rejected (`Source.problem`, the banner's rule). With no enabled source
+    there is nothing to ingest, and the answer is 200."""
+    try:
+        sources = list(Source.objects.enabled().order_by("name"))
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return JsonResponse({"ready": False, "database": f"error: {type(exc).__name__}", "sources": []}, status=503)
+    states = []
+    for source in sources:
+        problem = source.problem()
+        states.append({"name": source.name, "ok": problem is None, "problem": problem.summary if problem else ""})
+    ready = not states or any(state["ok"] for state in states)
+    return JsonResponse({"ready": ready, "database": "ok", "sources": states}, status=200 if ready else 503)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -13,6 +14,7 @@ from dashboard.env import (
     env_email_url,
     env_int,
     env_list,
+    env_networks,
     env_str,
     env_url,
 )
@@ -58,6 +60,9 @@ INSTALLED_APPS = [
     "dashboard.web",
     "dashboard.lookups",
     "dashboard.devtools",
+    "csp",
+    # Failed logins per username and per client address, on the dashboard's login and the admin's alike.
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -69,6 +74,15 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a login refused for a lockout into the lockout page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# AxesBackend first: it refuses a locked-out username or address before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -113,6 +127,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# A session ends this long after login (not extended by activity), and with the browser when it closes.
+SESSION_COOKIE_AGE = env_int("SESSION_MAX_AGE_SECONDS", 12 * 3600, minimum=300, maximum=90 * 86400)
+SESSION_EXPIRE_AT_BROWSER_CLOSE = env_bool("SESSION_EXPIRE_AT_BROWSER_CLOSE", False)
 LOGIN_REDIRECT_URL = "web:overview"
 LOGOUT_REDIRECT_URL = "/accounts/login/?logged_out=1"
 
@@ -137,15 +154,53 @@ SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _SERVED_OVER_HTTPS)
 if env_bool("SECURE_PROXY_SSL_HEADER", _SERVED_OVER_HTTPS):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _SERVED_OVER_HTTPS)
-# Load balancers probe the health endpoint over plain HTTP and do not follow redirects.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# Load balancers probe the health endpoints, and Prometheus scrapes, over plain HTTP and follow no redirects.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 # HSTS covers this host only unless asked; other hosts of the domain may still need plain HTTP.
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 86400 if _SERVED_OVER_HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Content-Security-Policy (django-csp): scripts and styles come only from our static files, never inline.
+# Images may come from anywhere on the web: NFT thumbnails on the lookup pages are third-party URLs.
+# The HTML part of an alert mail is shown in a frame of its own URL with a policy of its own
+# (dashboard/alerts/views.py), since mail HTML needs inline styles.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:", "https:", "http:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "frame-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username, or from one
+# client address, further logins of that username or from that address are refused, even with the right
+# password, for LOGIN_LOCKOUT_MINUTES, with the page templates/registration/locked_out.html and HTTP 429.
+# A successful login clears the username's failures. Staff lift a lockout earlier in the admin
+# (Axes → Access attempts) or with `manage.py axes_reset_username USERNAME` / `axes_reset_ip ADDRESS`.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1, maximum=1000)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1, maximum=7 * 24 * 60))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+# Behind PROXY_COUNT proxies that append to X-Forwarded-For, the client address is the entry that many
+# places from the right; with none, the connection's own address.
+PROXY_COUNT = env_int("PROXY_COUNT", 0, minimum=0, maximum=5)
+AXES_CLIENT_IP_CALLABLE = "dashboard.client_address.client_address"
 
 # Upstream (Moralis). Defaults are the real provider; the demo points them at the simulator.
 MORALIS_API_KEY = env_str("MORALIS_API_KEY")
@@ -199,6 +254,12 @@ ALERT_EMAILS = env_list("ALERT_EMAILS", [])
 ALERT_MAX_MAILS_PER_HOUR = env_int("ALERT_MAX_MAILS_PER_HOUR", 30, minimum=1)
 ALERT_SWEEP_SECONDS = env_int("ALERT_SWEEP_SECONDS", 30, minimum=5, maximum=3600)
 
+# Prometheus metrics at /metrics: a scrape must carry `Authorization: Bearer <METRICS_TOKEN>` or come from
+# one of METRICS_ALLOWED_NETWORKS; anything else is refused (403). Processes share counters through the
+# directory in the PROMETHEUS_MULTIPROC_DIR environment variable (read by prometheus-client itself).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOWED_NETWORKS = env_networks("METRICS_ALLOWED_NETWORKS")
+
 # Celery: a broker is always configured; tests run tasks eagerly only where they say so.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = None
@@ -240,5 +301,5 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

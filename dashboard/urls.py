@@ -1,10 +1,11 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from dashboard import health
+from dashboard import health, metrics
 
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -15,7 +16,10 @@ urlpatterns = [
     path("", include("dashboard.web.urls")),
     path("lookups/", include("dashboard.lookups.urls")),
     path("alerts/", include("dashboard.alerts.urls")),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Login and logout only: users are managed by staff, so there is no password reset by mail (its URLs
+    # answer 404) and no self-service password change.
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # Sources moved from the deliveries app to their own; old admin bookmarks still lead there.
     re_path(
         r"^admin/deliveries/source/(?P<rest>.*)$",
@@ -23,6 +27,8 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
     # Browsers ask for it on every page that names no icon (the admin, raw JSON); public like the CSS.
     path("favicon.ico", favicon),
 ]

@@ -65,7 +65,7 @@ def deploy_settings(**overrides: str) -> dict[str, object]:
         "import json; from django.conf import settings as s; print(json.dumps({n: getattr(s, n, None) for n in ("
         "'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SESSION_COOKIE_HTTPONLY', 'X_FRAME_OPTIONS',"
         "'SECURE_CONTENT_TYPE_NOSNIFF', 'SECURE_REFERRER_POLICY', 'SECURE_SSL_REDIRECT', 'SECURE_HSTS_SECONDS',"
-        "'SECURE_PROXY_SSL_HEADER')}))"
+        "'SECURE_PROXY_SSL_HEADER', 'SESSION_COOKIE_AGE')}))"
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -90,6 +90,7 @@ def test_an_https_site_gets_secure_cookies_redirects_and_hsts_without_extra_sett
         "SECURE_SSL_REDIRECT": True,
         "SECURE_HSTS_SECONDS": 365 * 86400,
         "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+        "SESSION_COOKIE_AGE": 12 * 3600,
     }
 
 
@@ -137,3 +138,24 @@ def test_the_health_endpoint_answers_plain_http_probes_behind_the_redirect(setti
     assert page.status_code == 301 and page["Location"].startswith("https://")
     secure = client.get("/deliveries/", headers={"X-Forwarded-Proto": "https"})
     assert secure.status_code == 302 and secure["Location"].startswith("/accounts/login/")
+
+
+def test_the_deploy_check_is_clean_with_production_settings() -> None:
+    # DJANGO_ALLOW_ASYNC_UNSAFE is the browser tests' own (Playwright's loop in the test thread), not production's.
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE")}
+    secret = "".join(chr(33 + n % 90) for n in range(60))
+    env.update({"SECRET_KEY": secret, "DEBUG": "0", "ALLOWED_HOSTS": "dash.example.com",
+                "SITE_URL": "https://dash.example.com", "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+                "SECURE_HSTS_PRELOAD": "1"})
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+
+
+def test_sessions_expire_after_the_configured_age() -> None:
+    values = deploy_settings(SESSION_MAX_AGE_SECONDS="3600")
+    assert values["SESSION_COOKIE_AGE"] == 3600
+    assert deploy_settings()["SESSION_COOKIE_AGE"] == 12 * 3600

@@ -12,5 +12,7 @@ urlpatterns = [
     path("incidents/<int:incident_id>/", views.incident_detail, name="incident"),
     path("incidents/<int:incident_id>/resolve/", views.resolve_incident, name="resolve"),
     path("notifications/<int:notification_id>/", views.notification_detail, name="notification"),
+    path("notifications/<int:notification_id>/body.html", views.notification_html, name="notification-html"),
     path("preview/<slug:name>/", views.mail_preview, name="preview"),
+    path("preview/<slug:name>/body.html", views.mail_preview_html, name="preview-html"),
 ]

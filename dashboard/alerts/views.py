@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from csp.constants import HEADER as CSP_HEADER
+from csp.utils import build_policy
 from django.contrib import messages
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.access import staff_required, viewer_required
 from dashboard.alerts import actions, mail
@@ -89,6 +91,41 @@ def mail_preview(request: HttpRequest, name: str) -> HttpResponse:
         "alerts/preview.html",
         {"nav": "alerts", "name": name, "names": mail.PREVIEWS, "mail": rendered},
     )
+
+
+# The HTML part of a mail, for the frame on the mail and preview pages. Mail HTML carries inline styles
+# (mail clients need them), so it gets a policy of its own: inline styles and images, no scripts, nothing
+# else loaded, sandboxed, and framed only by our own pages.
+MAIL_HTML_POLICY = {
+    "default-src": ["'none'"],
+    "style-src": ["'unsafe-inline'"],
+    "img-src": ["https:", "data:"],
+    "frame-ancestors": ["'self'"],
+    "sandbox": True,
+}
+
+
+def _mail_html(html: str) -> HttpResponse:
+    response = HttpResponse(html, content_type="text/html; charset=utf-8")
+    # Set here, the middlewares leave them as they are.
+    response[CSP_HEADER] = build_policy(config=MAIL_HTML_POLICY)
+    response["X-Frame-Options"] = "SAMEORIGIN"
+    return response
+
+
+@require_GET
+@viewer_required
+def notification_html(request: HttpRequest, notification_id: int) -> HttpResponse:
+    notification = get_object_or_404(Notification.objects.only("body_html"), pk=notification_id)
+    return _mail_html(notification.body_html)
+
+
+@require_GET
+@staff_required
+def mail_preview_html(request: HttpRequest, name: str) -> HttpResponse:
+    if name not in mail.PREVIEWS:
+        raise Http404("no such mail")
+    return _mail_html(mail.preview(name).html)
 
 
 @require_POST

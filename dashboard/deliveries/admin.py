@@ -147,8 +147,8 @@ class DeliveryChangeList(ChangeList):
 def pretty_json(value: Any) -> str:
     """Indented JSON inside <pre>, escaped: payload text from upstream is never markup here."""
     text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() if value is not None else "null"
-    return format_html('<pre class="payload-json" style="white-space: pre-wrap; max-height: 60em; '
-                       'overflow: auto">{}</pre>', text)
+    # Styled by dashboard/admin.css (templates/admin/base_site.html): no inline styles under the CSP.
+    return format_html('<pre class="payload-json">{}</pre>', text)
 
 
 @admin.register(Delivery)

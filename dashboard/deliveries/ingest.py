@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
+from dashboard.deliveries import metrics
 from dashboard.deliveries.grouping import apply_group_changes, group_ids_for
 from dashboard.deliveries.models import HourlyRollup
 from dashboard.deliveries.records import ParsedRecord, parse_records, raw_json
@@ -99,6 +100,10 @@ def store_records(
         store_parsed(source.pk if isinstance(source, Source) else source, parsed, result, now=now)
     if result.rejected:
         log.warning("%d unreadable history records skipped: %s", len(result.rejected), result.rejected[:3])
+    metrics.observe(
+        source.name if isinstance(source, Source) else str(source), new=result.inserted, changed=result.updated,
+        unchanged=result.unchanged, rejected=len(result.rejected),
+    )
     return result
 
 

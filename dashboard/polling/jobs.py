@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
+from dashboard.polling import metrics
 from dashboard.polling.locks import exclusive, source_lock_name
 from dashboard.polling.signals import failures_stored, stream_status_changed
 from dashboard.polling.stream_sync import StreamSync, sync_streams
@@ -32,6 +33,8 @@ class PollRun:
     result: PollResult | None = None
     skipped: str = ""
     error: str = ""
+    # The `outcome` label of the polls metric: ok, incomplete, skipped_*, time_limit or the error's kind.
+    outcome: str = "ok"
 
     @property
     def summary(self) -> str:
@@ -50,30 +53,38 @@ class PollRun:
 
 def poll_source(source: Source) -> PollRun:
     """Poll the source once if it is due and nobody else is polling it."""
+    run = _poll_source(source)
+    metrics.observe(source.name, run.outcome)
+    return run
+
+
+def _poll_source(source: Source) -> PollRun:
     if not source.enabled:
-        return PollRun(source, skipped="the source is disabled")
+        return PollRun(source, skipped="the source is disabled", outcome="skipped_disabled")
     if not source.should_poll():
         return PollRun(source, skipped=f"backing off after {source.last_error_kind or 'an error'} "
-                                       f"until {source.backoff_until:%Y-%m-%d %H:%M:%S} UTC")
+                                       f"until {source.backoff_until:%Y-%m-%d %H:%M:%S} UTC",
+                       outcome="skipped_backoff")
     with exclusive(source_lock_name(source.pk), timeout=settings.CELERY_TASK_TIME_LIMIT) as held:
         if held is None:
-            return PollRun(source, skipped="a poll of this source is already running")
+            return PollRun(source, skipped="a poll of this source is already running", outcome="skipped_locked")
         try:
             result = poll(source)
         except UpstreamError as exc:
             # Recorded on the source by the poll; the next run tries again.
             log.warning("source %s: poll failed: %s", source.name, exc.message)
-            return PollRun(source, error=exc.message)
+            return PollRun(source, error=exc.message, outcome=source.last_error_kind or "upstream_error")
         except SoftTimeLimitExceeded:
             # The page in flight was rolled back; its walk checkpoint resumes in the next run.
             log.warning("source %s: poll hit the soft time limit", source.name)
-            return PollRun(source, error="the task's soft time limit was reached; continues next run")
+            return PollRun(source, error="the task's soft time limit was reached; continues next run",
+                           outcome="time_limit")
         synced = _sync_streams_if_due(source)
     if result.stored.new_failures:
         failures_stored.send(sender=Source, source=source, count=result.stored.new_failures)
     if synced is not None and synced.changed:
         stream_status_changed.send(sender=Source, source=source, changed=synced.changed)
-    return PollRun(source, result=result)
+    return PollRun(source, result=result, outcome="ok" if result.complete else "incomplete")
 
 
 def _sync_streams_if_due(source: Source) -> StreamSync | None:

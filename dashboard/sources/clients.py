@@ -50,20 +50,25 @@ def probe_settings(api_key: str) -> ClientSettings:
     )
 
 
+def _labelled(settings: ClientSettings, source: Source) -> ClientSettings:
+    """The settings with the source's name as the label of its request metrics."""
+    return replace(settings, metrics_source=source.name)
+
+
 def streams_client(source: Source) -> UpstreamClient:
     """The poller's client for the source's Streams host (history and the stream operations)."""
-    return UpstreamClient(source.streams_base_url, poller_settings(source.api_key))
+    return UpstreamClient(source.streams_base_url, _labelled(poller_settings(source.api_key), source))
 
 
 def page_client(source: Source, base_url: str) -> UpstreamClient:
     """A client for one of the source's hosts, for a page someone is waiting on."""
-    return UpstreamClient(base_url, page_settings(source.api_key))
+    return UpstreamClient(base_url, _labelled(page_settings(source.api_key), source))
 
 
 def probe_client(source: Source) -> UpstreamClient:
-    return UpstreamClient(source.streams_base_url, probe_settings(source.api_key))
+    return UpstreamClient(source.streams_base_url, _labelled(probe_settings(source.api_key), source))
 
 
 def all_clients(source: Source) -> UpstreamClients:
     """One poller-settings client per host of the source."""
-    return clients_for_source(source, poller_settings(source.api_key))
+    return clients_for_source(source, _labelled(poller_settings(source.api_key), source))

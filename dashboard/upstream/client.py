@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import orjson
 
-from dashboard.upstream import errors
+from dashboard.upstream import errors, metrics
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ class ClientSettings:
     total_timeout: float = 120.0
     # Larger bodies are refused rather than read into memory.
     max_body_bytes: int = 64 * 1024 * 1024
+    # The `source` label of this client's request metrics (the source's name).
+    metrics_source: str = ""
 
 
 class UpstreamClient:
@@ -259,31 +261,38 @@ class UpstreamClient:
         self, method: str, path: str, query: list[tuple[str, str]], content: bytes | None = None
     ) -> tuple[int, str, str | None, bytes]:
         """One request, reading the body in chunks so that size and total time stay bounded."""
-        deadline = time.monotonic() + self.settings.total_timeout
+        started = time.monotonic()
+        deadline = started + self.settings.total_timeout
         url = f"{self.base_url}{path}"
         headers = {"Content-Type": "application/json"} if content is not None else None
-        with self._http.stream(
-            method, path, params=tuple(query), content=content, headers=headers
-        ) as response:
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > self.settings.max_body_bytes:
-                    raise errors.BadResponse(
-                        f"{self.base_url} sent a body larger than {self.settings.max_body_bytes} bytes",
-                        status_code=response.status_code,
-                        url=url,
-                    )
-                if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout("the whole response took longer than the total timeout")
-                chunks.append(chunk)
-            return (
-                response.status_code,
-                response.reason_phrase,
-                response.headers.get("Retry-After"),
-                b"".join(chunks),
-            )
+        # Counted as "error" (no answer) unless a whole answer was read.
+        status: int | None = None
+        try:
+            with self._http.stream(
+                method, path, params=tuple(query), content=content, headers=headers
+            ) as response:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > self.settings.max_body_bytes:
+                        raise errors.BadResponse(
+                            f"{self.base_url} sent a body larger than {self.settings.max_body_bytes} bytes",
+                            status_code=response.status_code,
+                            url=url,
+                        )
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("the whole response took longer than the total timeout")
+                    chunks.append(chunk)
+                status = response.status_code
+                return (
+                    response.status_code,
+                    response.reason_phrase,
+                    response.headers.get("Retry-After"),
+                    b"".join(chunks),
+                )
+        finally:
+            metrics.observe(self.settings.metrics_source, method, path, status, time.monotonic() - started)
 
     def _scrub(self, text: str) -> str:
         """Upstream texts are shown to users; a server echoing the key back must not leak it."""

@@ -109,3 +109,15 @@ def screenshot(page: Any, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def wait_until(page: Any, expression: str, timeout: float = 10.0) -> None:
+    """Wait for a JavaScript expression to be truthy. Unlike page.wait_for_function, whose polling evaluates
+    the predicate with eval inside the page, this works under the dashboard's Content-Security-Policy."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout} s: {expression}")
+        page.wait_for_timeout(100)

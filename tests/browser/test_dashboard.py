@@ -13,7 +13,7 @@ from django.utils import timezone
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import Delivery
 from dashboard.sources.models import Source
-from tests.browser.fixtures import screenshot
+from tests.browser.fixtures import screenshot, wait_until
 from tests.conftest import SIMULATOR_KEY
 
 pytestmark = pytest.mark.browser
@@ -135,5 +135,5 @@ def test_live_refresh_can_be_paused(page: Any, filled: Source) -> None:
     page.reload()
     assert page.locator(".js-live-toggle").inner_text() == "Resume"  # remembered
     page.locator(".js-live-toggle").click()
-    page.wait_for_function("document.querySelector('.js-live-label').textContent.includes('updated')")
+    wait_until(page, "document.querySelector('.js-live-label').textContent.includes('updated')", timeout=30)
     assert page.locator("#overview-live .cards").is_visible()

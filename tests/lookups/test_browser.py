@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.fixtures import screenshot
+from tests.browser.fixtures import screenshot, wait_until
 from tests.lookups.conftest import APTOS_CREATOR, APTOS_CREATOR_2, BAYC, fresh_contract
 
 pytestmark = pytest.mark.browser
@@ -28,8 +28,8 @@ def test_owners_lookup_with_media_metadata_and_paging(page: Any, source: Any) ->
     assert "address=" + BAYC in page.url and "media_items=on" in page.url
     assert page.locator("tr.owner-row").count() == 20
     assert "BoredApeYachtClub" in page.locator(".result-summary").inner_text()
-    page.wait_for_function(
-        "Array.from(document.querySelectorAll('img.js-thumb')).every(i => i.complete && i.naturalWidth > 0)"
+    wait_until(
+        page, "Array.from(document.querySelectorAll('img.js-thumb')).every(i => i.complete && i.naturalWidth > 0)"
     )
     # The thumbnails are the simulator's own pictures, loaded with no internet.
     assert page.locator("img.js-thumb[src*='/media/']").count() > 0
