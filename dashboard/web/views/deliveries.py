@@ -145,6 +145,7 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
         "payload_block": block,
         "block_time": _block_time(block),
         "tables": drilldown.tables(payload, delivery.chain_id, full=full) if payload else [],
+        "decoded": drilldown.decoded_sections(payload, delivery.chain_id, full=full) if payload else [],
         "abi": drilldown.abi_entries(payload) if payload else [],
         "tree": tree,
         "tree_cut": tree_cut,
