@@ -3,10 +3,12 @@ amounts with the payload's decimals, and rows the ABI does not match shown raw w
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from dashboard.sources.models import Source
 from tests.deliveries.test_decoding import (
@@ -130,3 +132,34 @@ def test_search_finds_a_decoded_party(plain_source: Source, logged_in_client: Cl
     response = logged_in_client.get("/search/", {"q": BOB})
     assert response.status_code == 200
     assert str(d.pk) in response.content.decode()
+
+
+def test_the_list_the_search_box_and_the_admin_find_deliveries_by_event(
+    plain_source: Source, logged_in_client: Client, client: Client
+) -> None:
+    from tests.conftest import make_user
+
+    batch_only = payload(logs=payload()["logs"][1:], txs=[])
+    now = timezone.now()
+    # newest first, as the pages list them
+    batch, transfer, none = store(
+        plain_source,
+        record(payload=payload(), date=now - timedelta(minutes=2)),
+        record(payload=batch_only, date=now - timedelta(minutes=1)),
+        record(payload=payload(abi=None), date=now - timedelta(minutes=3)),  # the same logs, no ABI to decode them
+    )
+    listed = logged_in_client.get("/deliveries/", {"q": "event:Transfer"})
+    assert listed.status_code == 200
+    assert [d.pk for d in listed.context["deliveries"]] == [transfer.pk]
+    assert [d.pk for d in logged_in_client.get("/deliveries/", {"q": "event:transferbatch"}).context["deliveries"]] == [
+        batch.pk, transfer.pk]
+    box = logged_in_client.get("/search/", {"q": "event:TransferBatch"})
+    assert {d.pk for d in box.context["deliveries"]} == {batch.pk, transfer.pk}
+    assert "Deliveries whose payload holds the event TransferBatch" in box.content.decode()
+    bad = logged_in_client.get("/deliveries/", {"q": "event:<b>x</b>"})
+    assert bad.status_code == 400 and "is not an event name" in bad.content.decode()
+    assert "<b>x</b>" not in bad.content.decode()
+    client.force_login(make_user("root", staff=True))
+    admin = client.get("/admin/deliveries/delivery/", {"q": "event:Transfer"})
+    assert [d.pk for d in admin.context["cl"].result_list] == [transfer.pk]
+    assert none.pk not in {d.pk for d in box.context["deliveries"]}
