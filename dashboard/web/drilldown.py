@@ -253,10 +253,13 @@ class _ValueWriter:
 
     def arg(self, value: Value, *, top: bool = False) -> SafeString:
         name, _ = clip(visible(value.name), 60)
+        # A tuple's canonical type repeats all its fields; the label says tuple (as the ABI does), the
+        # title the whole type.
+        shown = "tuple" + value.type[value.type.rindex(")") + 1:] if value.type.startswith("(") else value.type
         label = format_html(
-            '<span class="an">{}</span> <span class="at">{}{}</span>=',
-            name, value.type, " indexed" if value.indexed else "",
-        ) if name else format_html('<span class="at">{}</span> ', value.type)
+            '<span class="an">{}</span> <span class="at" title="{}">{}{}</span>=',
+            name, value.type, shown, " indexed" if value.indexed else "",
+        ) if name else format_html('<span class="at" title="{}">{}</span> ', value.type, shown)
         return format_html('<span class="arg">{}{}</span>', label, self.value(value, amount=top))
 
     def value(self, value: Value, *, amount: bool = False) -> SafeString:

@@ -39,3 +39,23 @@ def test_a_delivery_shows_its_decoded_events_and_calls(page: Any, transactional_
     assert page.locator("#deliveries-table tbody tr.clickable").count() == 1
     page.go_back()
     screenshot(page, "delivery-decoded")
+
+
+def test_a_simulated_sale_decodes_its_tuples(page: Any, transactional_db: None, simulator: Any) -> None:
+    from dashboard.deliveries.ingest import store_records
+    from dashboard.deliveries.models import Delivery
+
+    source = make_source("sim", last_success_at=timezone.now())
+    records = [r for r in simulator.world.history_records(include_payload=True) if r["tag"] == "nft-sales"][:20]
+    store_records(source, records)
+    delivery = Delivery.objects.filter(tag="nft-sales").order_by("-records").first()
+    assert delivery is not None
+    page.goto(f"/deliveries/{delivery.pk}/")
+    events = page.locator("#section-decoded-logs").inner_text()
+    assert "OrderFulfilled(orderHash bytes32=0x" in events
+    assert "offer tuple[]=[(itemType uint8=" in events
+    assert "raw" not in page.locator("#section-decoded-logs tbody").inner_text()
+    calls = page.locator("#section-decoded-calls").inner_text()
+    assert "fulfillBasicOrder(parameters tuple=(considerationToken address=" in calls
+    assert "additionalRecipients tuple[]=[(amount uint256=" in calls
+    screenshot(page, "delivery-decoded-sale")

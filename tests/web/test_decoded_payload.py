@@ -67,10 +67,10 @@ def test_it_shows_decoded_events_and_calls(plain_source: Source, logged_in_clien
     body = response.content.decode()
     assert "Decoded events" in body and "Decoded calls" in body
     assert '<strong class="ev-name" title="Transfer(address,address,uint256)">Transfer</strong>' in body
-    assert '<span class="an">from</span> <span class="at">address indexed</span>=' in body
+    assert '<span class="an">from</span> <span class="at" title="address">address indexed</span>=' in body
     assert f"/search/?q={ALICE}" in body and f"https://etherscan.io/address/{BOB}" in body
     assert '<span class="amount" title="1250500000 (6 decimals)">1,250.5 USDC</span>' in body
-    assert '<span class="an">ids</span> <span class="at">uint256[]</span>=[<span class="num">77</span>]' in body
+    assert '<span class="an">ids</span> <span class="at" title="uint256[]">uint256[]</span>=[<span class="num">77</span>]' in body
     assert ">transfer</strong>" in body
     assert "— no event in the ABI has this topic0" in body
     assert "— no function in the ABI has the selector 0x12345678" in body
