@@ -17,8 +17,8 @@ def test_it_shows_summary_tables_and_links(
 ) -> None:
     (d,) = store(plain_source, record(error="timeout of 10000ms exceeded", retries=2, block=18400123))
     # session, user, the viewer role (user and group permissions), the delivery with its error group and
-    # source, the replays asked from it, sync banner
-    with django_assert_num_queries(7):
+    # source, the replays asked from it, its confirmed/unconfirmed pair, sync banner
+    with django_assert_num_queries(8):
         response = logged_in_client.get(f"/deliveries/{d.pk}/")
     assert response.status_code == 200
     body = response.content.decode()

@@ -25,6 +25,8 @@ from dashboard.web.forms import MENU_WINDOW, DeliveryFilterForm, encode_cursor
 from dashboard.web.views.common import bad_filters, render_live
 
 PAGE_SIZE = 50
+# Deliveries of the other confirmation state shown on a delivery's page (re-sent blocks add more).
+PAIR_ROWS = 5
 EXPORT_CHUNK = 2000
 EXPORT_COLUMNS = (
     "id", "date", "stream_id", "tag", "webhook_url", "chain_id", "confirmed", "block_number", "records",
@@ -155,6 +157,7 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
         "row_limit": drilldown.TABLE_ROWS,
         "can_act": can_act(request.user),
         "replays": delivery_replays(delivery),
+        "pair": list(Delivery.objects.for_list().pair_of(delivery)[:PAIR_ROWS]),
         "timeline_url": reverse("web:timeline") + "?" + urlencode(
             {
                 "stream": delivery.stream_id,
