@@ -26,6 +26,20 @@ def test_a_block_number() -> None:
     assert parse_search("0018400123").keys == ("block:18400123",)
 
 
+def test_an_event_name_is_a_lower_cased_key() -> None:
+    term = parse_search("event: Transfer")
+    assert (term.kind, term.value, term.keys) == ("event", "Transfer", ("event:transfer",))
+    assert term.label == "event Transfer"
+    assert parse_search("EVENT:$Swap_2").keys == ("event:$swap_2",)
+
+
+@pytest.mark.parametrize("text", ["event:", "event:<script>", "event:Transfer(address)", "event:" + "x" * 65, "event:9lives"])
+def test_an_event_is_a_solidity_name(text: str) -> None:
+    with pytest.raises(SearchError) as info:
+        parse_search(text)
+    assert "is not an event name" in str(info.value)
+
+
 @pytest.mark.parametrize("text", ["", "   ", "0x123", "hello world", "<script>alert(1)</script>", "9" * 30, "addr:" + TX])
 def test_anything_else_is_refused_with_a_message(text: str) -> None:
     with pytest.raises(SearchError) as info:

@@ -94,6 +94,16 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
         """Failures whose current error message contains the text (case-insensitive)."""
         return self.exclude(status=DeliveryStatus.DELIVERED).filter(error_message__icontains=text)
 
+    def pair_of(self, delivery: Delivery) -> DeliveryQuerySet:
+        """The other deliveries of the delivery's block to its stream (confirmed for an unconfirmed one and
+        the other way round), newest first; read through the block_number index."""
+        if delivery.block_number is None or delivery.confirmed is None:
+            return self.none()
+        return self.filter(
+            block_number=delivery.block_number, stream_id=delivery.stream_id, chain_id=delivery.chain_id,
+            confirmed=not delivery.confirmed,
+        ).order_by("-date", "-id")
+
     def for_list(self) -> DeliveryQuerySet:
         """The columns a list row shows; payloads stay on disk."""
         return self.only(

@@ -1,5 +1,6 @@
-"""One search box for deliveries: a tx hash, an address, a topic or a block number, matched through
-the extracted search keys (GIN index), never through payload text.
+"""One search box for deliveries: a tx hash, an address, a topic, a block number or an event name
+(`event:Transfer`, the events the payload's ABI decodes), matched through the extracted search keys (GIN
+index), never through payload text.
 
 The admin's box also takes a stream or delivery id and error text (`parse_admin_search`,
 `search_deliveries`); every kind is answered by an index, see `search_deliveries`.
@@ -17,9 +18,16 @@ if TYPE_CHECKING:
 _HASH = re.compile(r"^0x[0-9a-f]{64}$")
 _ADDRESS = re.compile(r"^0x[0-9a-f]{40}$")
 _BLOCK = re.compile(r"^\d{1,19}$")
-_PREFIXES = {"tx": "tx", "hash": "tx", "address": "addr", "addr": "addr", "topic": "topic", "block": "block"}
+# A Solidity identifier, as `decoding` requires of the events it decodes.
+_EVENT = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,63}$")
+_PREFIXES = {
+    "tx": "tx", "hash": "tx", "address": "addr", "addr": "addr", "topic": "topic", "block": "block", "event": "event",
+}
 
-HELP = "Enter a transaction hash or topic (0x + 64 hex), an address (0x + 40 hex) or a block number."
+HELP = (
+    "Enter a transaction hash or topic (0x + 64 hex), an address (0x + 40 hex), a block number or an event "
+    "name (event:Transfer)."
+)
 
 
 _LABELS = {
@@ -29,6 +37,7 @@ _LABELS = {
     "delivery": "delivery id",
     "uuid": "stream or delivery id",
     "error": "error text",
+    "event": "event",
 }
 
 
@@ -38,7 +47,7 @@ class SearchError(ValueError):
 
 @dataclass(frozen=True)
 class SearchTerm:
-    kind: str  # "hash" (tx or topic), "tx", "topic", "address" or "block"
+    kind: str  # "hash" (tx or topic), "tx", "topic", "address", "block" or "event"
     value: str
     keys: tuple[str, ...]
 
@@ -58,6 +67,11 @@ def parse_search(text: str) -> SearchTerm:
     if sep and prefix.strip().lower() in _PREFIXES:
         forced = _PREFIXES[prefix.strip().lower()]
         raw = rest.strip()
+    if forced == "event":
+        if not _EVENT.match(raw):
+            raise SearchError(f"“{_shown(raw)}” is not an event name: letters, digits, _ or $, as in event:Transfer.")
+        # Event keys are lower-cased like every key: event:transfer finds Transfer.
+        return SearchTerm("event", raw, (f"event:{raw.lower()}",))
     value = raw.lower()
     if _HASH.match(value) and forced in (None, "tx", "topic"):
         if forced:
@@ -68,8 +82,7 @@ def parse_search(text: str) -> SearchTerm:
     if _BLOCK.match(value) and forced in (None, "block"):
         number = int(value)
         return SearchTerm("block", str(number), (f"block:{number}",))
-    shown = raw if len(raw) <= 70 else raw[:67] + "…"
-    raise SearchError(f"“{shown}” is not a search key. {HELP}")
+    raise SearchError(f"“{_shown(raw)}” is not a search key. {HELP}")
 
 
 # --- The admin's search box: the keys above, plus stream / delivery ids and error text. -----------------
@@ -87,8 +100,9 @@ ERROR_GROUPS_MAX = 200
 
 ADMIN_HELP = (
     "Search by transaction hash or topic (0x + 64 hex), address (0x + 40 hex, any case), block number, "
-    "stream or delivery id (a UUID), or error text (\u201cerror: timeout\u201d; plain words are read as error "
-    "text). Prefixes narrow the kind: tx:, topic:, address:, block:, stream:, id:, error:."
+    "event name (event:Transfer), stream or delivery id (a UUID), or error text (\u201cerror: timeout\u201d; "
+    "plain words are read as error text). Prefixes narrow the kind: tx:, topic:, address:, block:, event:, "
+    "stream:, id:, error:."
 )
 
 
@@ -117,6 +131,8 @@ def parse_admin_search(text: str) -> SearchTerm:
         return parse_search(raw)
     except SearchError:
         # Text that was meant as a key (a prefix, hex or digits) gets the key message; words are error text.
+        if sep and prefix == "event":
+            raise
         if (sep and prefix in _PREFIXES) or raw.lower().startswith("0x") or raw.isdigit():
             raise SearchError(f"\u201c{_shown(raw)}\u201d is not a search key. {ADMIN_HELP}") from None
         return _error_term(raw)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -28,6 +29,13 @@ from dashboard.deliveries.models import ErrorGroup, Stream
 from dashboard.sources.models import Source
 
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+# The ERC-20 Transfer event: the logs decode with it, so the keys hold "event:transfer" as at ingest.
+ERC20_TRANSFER_ABI = [
+    {"anonymous": False, "name": "Transfer", "type": "event", "inputs": [
+        {"indexed": True, "name": "from", "type": "address", "internalType": "address"},
+        {"indexed": True, "name": "to", "type": "address", "internalType": "address"},
+        {"indexed": False, "name": "value", "type": "uint256", "internalType": "uint256"}]},
+]
 
 # tag, chain id, webhook URL, token contract, first block
 STREAMS: tuple[tuple[str, str, str, str, int], ...] = (
@@ -173,7 +181,8 @@ SELECT f.id, %(source_id)s, f.date, f.stream_id, f.tag, f.url, f.chain, f.confir
            'topic:0x000000000000000000000000' || substr(f.from1, 3),
            'topic:0x000000000000000000000000' || substr(f.to1, 3),
            'topic:0x000000000000000000000000' || substr(f.from2, 3),
-           'topic:0x000000000000000000000000' || substr(f.to2, 3)
+           'topic:0x000000000000000000000000' || substr(f.to2, 3),
+           'event:transfer'
        ]) AS k ORDER BY k),
        jsonb_build_object('chainId', f.chain, 'confirmed', f.confirmed, 'block', f.block::text, 'records', 6,
                           'retries', f.retries),
@@ -218,7 +227,7 @@ SELECT f.id, %(source_id)s, f.date, f.stream_id, f.tag, f.url, f.chain, f.confir
                                   'to', f.to1, 'value', (f.r7::bigint * 1000)::text, 'tokenDecimals', '6'),
                jsonb_build_object('transactionHash', f.tx2, 'contract', f.contract, 'from', f.from2,
                                   'to', f.to2, 'value', (f.r7 * 7)::text, 'tokenDecimals', '6')),
-           'abi', jsonb_build_array(jsonb_build_object('anonymous', false, 'name', 'Transfer', 'type', 'event'))
+           'abi', %(abi)s::jsonb
        ),
        md5(f.id::text), f.date, f.date
   FROM full_rows f
@@ -282,6 +291,7 @@ def generate_deliveries(
         "pool": max(100, count // 20),
         "last_row": count,
         "transfer_topic": TRANSFER_TOPIC,
+        "abi": orjson.dumps(ERC20_TRANSFER_ABI).decode(),
         "hostile_text": HOSTILE_PAYLOAD_TEXT,
     }
     with connection.cursor() as cursor:

@@ -10,13 +10,13 @@ record's state (retries, errorMessage) is read off the attempts that happened be
 from __future__ import annotations
 
 import bisect
-import random
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from dashboard.simulator import catalog, entropy
+from dashboard.simulator.payloads import build_payload
 
 # The provider's published retry delays after each failed attempt.
 RETRY_DELAYS: tuple[int, ...] = (60, 600, 3600, 7200, 21600, 43200, 86400)
@@ -33,9 +33,13 @@ SPORADIC_FAILURE_RATE = 0.012
 class StreamTemplate:
     tag: str
     chain_hex: str
-    kind: str  # erc20 | nft | swap | native
+    # What the stream delivers (payloads.build_payload): erc20 transfers and approvals of `token`, sale
+    # (Seaport orders), erc1155 transfers, mint (ERC-721 mints), swap (Uniswap V2), native transfers of a
+    # watched wallet, or deposits (only the incoming ones).
+    kind: str
     weight: float
     url_index: int
+    token: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,14 +103,14 @@ WEBHOOKS: tuple[WebhookTemplate, ...] = (
 )
 
 STREAM_TEMPLATES: tuple[StreamTemplate, ...] = (
-    StreamTemplate("usdc-transfers", "0x1", "erc20", 3.0, 0),
-    StreamTemplate("nft-sales", "0x1", "nft", 2.0, 1),
+    StreamTemplate("usdc-transfers", "0x1", "erc20", 3.0, 0, token="USDC"),
+    StreamTemplate("nft-sales", "0x1", "sale", 2.0, 1),
     StreamTemplate("treasury-wallets", "0x89", "native", 1.0, 2),
     StreamTemplate("uniswap-v2-swaps", "0x1", "swap", 2.0, 4),
-    StreamTemplate("bsc-payments", "0x38", "erc20", 1.5, 0),
-    StreamTemplate("game-items", "0x89", "nft", 1.0, 3),
-    StreamTemplate("arbitrum-mints", "0xa4b1", "nft", 1.0, 3),
-    StreamTemplate("avax-deposits", "0xa86a", "native", 0.8, 2),
+    StreamTemplate("bsc-usdt-payments", "0x38", "erc20", 1.5, 0, token="USDT"),
+    StreamTemplate("polygon-erc1155-transfers", "0x89", "erc1155", 1.0, 3),
+    StreamTemplate("arbitrum-mints", "0xa4b1", "mint", 1.0, 3),
+    StreamTemplate("avax-deposits", "0xa86a", "deposits", 0.8, 2),
 )
 
 
@@ -118,6 +122,7 @@ class Stream:
     kind: str
     weight: float
     webhook: WebhookTemplate
+    token: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,7 @@ class HistoryWorld:
                 kind=t.kind,
                 weight=t.weight,
                 webhook=WEBHOOKS[t.url_index],
+                token=t.token,
             )
             for t in STREAM_TEMPLATES[:count]
         ]
@@ -513,291 +519,3 @@ def _error_text(webhook: WebhookTemplate, kind: str, code: int) -> str:
     if kind == "status404":
         return "Request failed with status code 404"
     return f"Request failed with status code {code}"
-
-
-# -- payloads ------------------------------------------------------------------------------------
-
-TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
-SWAP_TOPIC = "0xd78ad95fa46c994b6551d0da85fc275fe613ce37657fb8d5e3d130840159d822"
-ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
-UNISWAP_PAIRS = (
-    "0xb4e16d0168e52d35cacd2c6185b44281ec28c9dc",
-    "0x0d4a11d5eeaac28ec3f61d100daf4d40471f1852",
-    "0xa478c2975ab1ea89e8196811f51a7b7ade33eb11",
-)
-SWAP_ROUTER = "0x7a250d5630b4cf539739df2c5dacb4c659f2488d"
-
-
-def _abi_input(name: str, type_: str, indexed: bool) -> dict[str, Any]:
-    return {"indexed": indexed, "internalType": type_, "name": name, "type": type_}
-
-
-ERC20_TRANSFER_ABI = {
-    "anonymous": False,
-    "inputs": [
-        _abi_input("from", "address", True),
-        _abi_input("to", "address", True),
-        _abi_input("value", "uint256", False),
-    ],
-    "name": "Transfer",
-    "type": "event",
-}
-ERC721_TRANSFER_ABI = {
-    "anonymous": False,
-    "inputs": [
-        _abi_input("from", "address", True),
-        _abi_input("to", "address", True),
-        _abi_input("tokenId", "uint256", True),
-    ],
-    "name": "Transfer",
-    "type": "event",
-}
-SWAP_ABI = {
-    "anonymous": False,
-    "inputs": [
-        _abi_input("sender", "address", True),
-        _abi_input("amount0In", "uint256", False),
-        _abi_input("amount1In", "uint256", False),
-        _abi_input("amount0Out", "uint256", False),
-        _abi_input("amount1Out", "uint256", False),
-        _abi_input("to", "address", True),
-    ],
-    "name": "Swap",
-    "type": "event",
-}
-
-
-def _word(value: int) -> str:
-    return f"{value:064x}"
-
-
-def _tx(
-    r: random.Random,
-    chain: catalog.Chain,
-    block: int,
-    index: int,
-    sender: str,
-    to: str,
-    value: int,
-    input_: str,
-) -> dict[str, Any]:
-    gas = r.randint(21000, 350000)
-    used = r.randint(21000, gas)
-    return {
-        "hash": entropy.tx_hash(r),
-        "gas": str(gas),
-        "gasPrice": str(r.randint(8, 80) * 10**9 + r.randint(0, 10**9)),
-        "nonce": str(r.randint(0, 4000)),
-        "input": input_,
-        "transactionIndex": str(index),
-        "fromAddress": sender,
-        "toAddress": to,
-        "value": str(value),
-        "type": "2",
-        "v": str(r.randint(0, 1)),
-        "r": str(int(entropy.hex_bytes(r, 32), 16)),
-        "s": str(int(entropy.hex_bytes(r, 32), 16)),
-        "receiptCumulativeGasUsed": str(used + r.randint(0, 9_000_000)),
-        "receiptGasUsed": str(used),
-        "receiptContractAddress": None,
-        "receiptRoot": None,
-        "receiptStatus": "1",
-    }
-
-
-def build_payload(seed: int, event: BlockEvent) -> dict[str, Any]:
-    """An EVM webhook body for one block of one stream, shaped as the provider sends it."""
-    r = entropy.rng(seed, "payload", event.key)
-    stream = event.stream
-    chain = stream.chain
-    logs: list[dict[str, Any]] = []
-    txs: list[dict[str, Any]] = []
-    internal: list[dict[str, Any]] = []
-    abi: list[dict[str, Any]] = []
-    erc20: list[dict[str, Any]] = []
-    nfts: list[dict[str, Any]] = []
-    n = 1 + min(int(r.expovariate(0.7)), 6)
-    tx_index = r.randint(0, 40)
-    log_index = r.randint(0, 200)
-    if stream.kind == "erc20":
-        tokens = catalog.erc20_tokens_on(chain.hex_id) or list(catalog.ERC20_TOKENS[:1])
-        abi.append(ERC20_TRANSFER_ABI)
-        for _ in range(n):
-            token = r.choice(tokens)
-            sender, to = entropy.address(r), entropy.address(r)
-            amount = r.randint(1, 250_000) * 10**token.decimals // r.choice((1, 10, 100))
-            tx = _tx(
-                r,
-                chain,
-                event.number,
-                tx_index,
-                sender,
-                token.address,
-                0,
-                "0xa9059cbb" + entropy.pad_topic(to)[2:] + _word(amount),
-            )
-            txs.append(tx)
-            triggers = [{"name": "fromBalance", "value": str(amount * r.randint(1, 40))}]
-            logs.append(
-                {
-                    "logIndex": str(log_index),
-                    "transactionHash": tx["hash"],
-                    "address": token.address,
-                    "data": "0x" + _word(amount),
-                    "topic0": TRANSFER_TOPIC,
-                    "topic1": entropy.pad_topic(sender),
-                    "topic2": entropy.pad_topic(to),
-                    "topic3": None,
-                    "triggers": triggers,
-                }
-            )
-            erc20.append(
-                {
-                    "transactionHash": tx["hash"],
-                    "logIndex": str(log_index),
-                    "contract": token.address,
-                    "triggers": triggers,
-                    "from": sender,
-                    "to": to,
-                    "value": str(amount),
-                    "tokenName": token.name,
-                    "tokenSymbol": token.symbol,
-                    "tokenDecimals": str(token.decimals),
-                    "valueWithDecimals": f"{amount / 10**token.decimals:.{min(token.decimals, 6)}f}",
-                    "possibleSpam": False,
-                }
-            )
-            tx_index += r.randint(1, 9)
-            log_index += r.randint(1, 12)
-    elif stream.kind == "nft":
-        contracts = catalog.nft_contracts_on(chain.hex_id) or list(catalog.NFT_CONTRACTS[:1])
-        abi.append(ERC721_TRANSFER_ABI)
-        for _ in range(n):
-            contract = r.choice(contracts)
-            mint = r.random() < 0.2
-            sender = ZERO_ADDRESS if mint else entropy.address(r)
-            to = entropy.address(r)
-            token_id = r.randint(0, 9999)
-            tx = _tx(
-                r,
-                chain,
-                event.number,
-                tx_index,
-                to if mint else sender,
-                contract.address,
-                r.randint(0, 3) * 10**17 if mint else 0,
-                ("0x40c10f19" if mint else "0x42842e0e") + entropy.pad_topic(to)[2:] + _word(token_id),
-            )
-            txs.append(tx)
-            logs.append(
-                {
-                    "logIndex": str(log_index),
-                    "transactionHash": tx["hash"],
-                    "address": contract.address,
-                    "data": "0x",
-                    "topic0": TRANSFER_TOPIC,
-                    "topic1": entropy.pad_topic(sender),
-                    "topic2": entropy.pad_topic(to),
-                    "topic3": "0x" + _word(token_id),
-                }
-            )
-            nfts.append(
-                {
-                    "from": sender,
-                    "to": to,
-                    "tokenId": str(token_id),
-                    "amount": "1",
-                    "transactionHash": tx["hash"],
-                    "logIndex": str(log_index),
-                    "contract": contract.address,
-                    "tokenName": contract.name,
-                    "tokenSymbol": contract.symbol,
-                    "tokenContractType": contract.contract_type,
-                    "operator": None,
-                    "possibleSpam": False,
-                    "triggers": [],
-                }
-            )
-            tx_index += r.randint(1, 9)
-            log_index += r.randint(1, 12)
-    elif stream.kind == "swap":
-        abi.append(SWAP_ABI)
-        for _ in range(n):
-            pair = r.choice(UNISWAP_PAIRS)
-            trader = entropy.address(r)
-            amount_in = r.randint(10**15, 5 * 10**19)
-            amount_out = r.randint(10**6, 10**11)
-            tx = _tx(
-                r,
-                chain,
-                event.number,
-                tx_index,
-                trader,
-                SWAP_ROUTER,
-                amount_in if r.random() < 0.5 else 0,
-                "0x7ff36ab5" + _word(amount_out) + _word(128) + entropy.pad_topic(trader)[2:],
-            )
-            txs.append(tx)
-            logs.append(
-                {
-                    "logIndex": str(log_index),
-                    "transactionHash": tx["hash"],
-                    "address": pair,
-                    "data": "0x" + _word(0) + _word(amount_in) + _word(amount_out) + _word(0),
-                    "topic0": SWAP_TOPIC,
-                    "topic1": entropy.pad_topic(SWAP_ROUTER),
-                    "topic2": entropy.pad_topic(trader),
-                    "topic3": None,
-                    "triggers": [{"name": "amountUsd", "value": f"{amount_out / 10**6:.2f}"}],
-                }
-            )
-            tx_index += r.randint(1, 9)
-            log_index += r.randint(1, 12)
-    else:
-        watched = entropy.address(entropy.rng(seed, "watched", stream.id))
-        for _ in range(n):
-            incoming = r.random() < 0.6
-            other = entropy.address(r)
-            value = r.randint(10**15, 3 * 10**19)
-            tx = _tx(
-                r,
-                chain,
-                event.number,
-                tx_index,
-                other if incoming else watched,
-                watched if incoming else other,
-                value,
-                "0x",
-            )
-            tx["triggers"] = [{"name": "direction", "value": "in" if incoming else "out"}]
-            txs.append(tx)
-            if r.random() < 0.3:
-                internal.append(
-                    {
-                        "from": entropy.address(r),
-                        "to": watched,
-                        "value": str(r.randint(10**14, 10**18)),
-                        "transactionHash": tx["hash"],
-                        "gas": str(r.randint(2300, 60000)),
-                    }
-                )
-            tx_index += r.randint(1, 9)
-    block_hash = entropy.tx_hash(entropy.rng(seed, "block", chain.hex_id, event.number))
-    return {
-        "block": {"number": str(event.number), "hash": block_hash, "timestamp": str(int(event.ts))},
-        "chainId": chain.hex_id,
-        "logs": logs,
-        "txs": txs,
-        "txsInternal": internal,
-        "abi": abi,
-        "retries": 0,
-        "confirmed": False,
-        "tag": stream.tag,
-        "streamId": stream.id,
-        "erc20Transfers": erc20,
-        "erc20Approvals": [],
-        "nftTransfers": nfts,
-        "nftApprovals": {"ERC721": [], "ERC1155": []},
-        "nftTokenApprovals": [],
-        "nativeBalances": [],
-    }

@@ -24,27 +24,40 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dashboard.simulator import catalog, entropy
-from dashboard.simulator.history import EVENT_SLOT, BlockEvent, Delivery, HistoryWorld, Stream, build_payload
+from dashboard.simulator.history import EVENT_SLOT, BlockEvent, Delivery, HistoryWorld, Stream
+from dashboard.simulator.payloads import (
+    ERC20_APPROVAL,
+    ERC20_TRANSFER,
+    ERC721_TRANSFER,
+    ERC1155_TRANSFER_BATCH,
+    ERC1155_TRANSFER_SINGLE,
+    SEAPORT_ORDER_FULFILLED,
+    UNISWAP_V2_SWAP,
+    build_payload,
+    signature,
+)
 
 ERROR_THRESHOLD = 70
 TERMINATE_AFTER = 86400.0
 IN_ERROR = "Stream is in error state"
 
 DESCRIPTIONS = {
-    "usdc-transfers": "USDC transfers of the payment wallets",
-    "nft-sales": "Sales on the marketplace contracts",
+    "usdc-transfers": "USDC transfers and approvals of the payment wallets",
+    "nft-sales": "Seaport sales of the watched collections",
     "treasury-wallets": "Native transfers of the treasury wallets",
     "uniswap-v2-swaps": "Swaps on the watched Uniswap V2 pairs",
-    "bsc-payments": "Stablecoin payments on BNB Chain",
-    "game-items": "Game item transfers",
+    "bsc-usdt-payments": "USDT payments on BNB Chain",
+    "polygon-erc1155-transfers": "ERC-1155 transfers of the shared storefront on Polygon",
     "arbitrum-mints": "Mints of the Arbitrum collections",
     "avax-deposits": "Deposits to the Avalanche hot wallet",
 }
+# The stream's topic0 filter, in the provider's signature format, per kind of stream.
 TOPICS = {
-    "erc20": ["Transfer(address,address,uint256)"],
-    "nft": ["Transfer(address,address,uint256)"],
-    "swap": ["Swap(address,uint256,uint256,uint256,uint256,address)"],
-    "native": None,
+    "erc20": [signature(ERC20_TRANSFER), signature(ERC20_APPROVAL)],
+    "sale": [signature(SEAPORT_ORDER_FULFILLED), signature(ERC721_TRANSFER), signature(ERC1155_TRANSFER_SINGLE)],
+    "erc1155": [signature(ERC1155_TRANSFER_SINGLE), signature(ERC1155_TRANSFER_BATCH)],
+    "mint": [signature(ERC721_TRANSFER)],
+    "swap": [signature(UNISWAP_V2_SWAP)],
 }
 
 
@@ -155,9 +168,9 @@ class StreamsWorld:
             "tag": stream.tag,
             "topic0": TOPICS.get(stream.kind),
             "allAddresses": False,
-            "includeNativeTxs": stream.kind == "native",
-            "includeContractLogs": stream.kind != "native",
-            "includeInternalTxs": stream.kind == "native",
+            "includeNativeTxs": stream.kind in ("native", "deposits"),
+            "includeContractLogs": stream.kind in TOPICS,
+            "includeInternalTxs": stream.kind in ("native", "deposits"),
             "includeAllTxLogs": False,
             "getNativeBalances": [],
             "abi": None,

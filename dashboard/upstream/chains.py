@@ -22,24 +22,27 @@ class Chain:
     explorer_url: str
     # Other spellings people type.
     aliases: tuple[str, ...] = ()
+    # Roughly how long after a block its confirmed delivery follows the unconfirmed one: the provider's
+    # confirmation depth times the block time, rounded up.
+    finality_seconds: int = 900
 
 
 CHAINS: tuple[Chain, ...] = (
-    Chain("0x1", "eth", "Ethereum", "https://etherscan.io", ("ethereum", "mainnet")),
-    Chain("0x5", "goerli", "Goerli", "https://goerli.etherscan.io"),
-    Chain("0xaa36a7", "sepolia", "Sepolia", "https://sepolia.etherscan.io"),
-    Chain("0x89", "polygon", "Polygon", "https://polygonscan.com", ("matic",)),
-    Chain("0x13881", "mumbai", "Mumbai", "https://mumbai.polygonscan.com"),
-    Chain("0x38", "bsc", "BNB Chain", "https://bscscan.com", ("bnb", "binance")),
+    Chain("0x1", "eth", "Ethereum", "https://etherscan.io", ("ethereum", "mainnet"), finality_seconds=300),
+    Chain("0x5", "goerli", "Goerli", "https://goerli.etherscan.io", finality_seconds=300),
+    Chain("0xaa36a7", "sepolia", "Sepolia", "https://sepolia.etherscan.io", finality_seconds=300),
+    Chain("0x89", "polygon", "Polygon", "https://polygonscan.com", ("matic",), finality_seconds=600),
+    Chain("0x13881", "mumbai", "Mumbai", "https://mumbai.polygonscan.com", finality_seconds=600),
+    Chain("0x38", "bsc", "BNB Chain", "https://bscscan.com", ("bnb", "binance"), finality_seconds=180),
     Chain(
         "0x61", "bsc testnet", "BNB Testnet", "https://testnet.bscscan.com",
-        ("bsc_testnet", "bsc-testnet", "bsctestnet"),
+        ("bsc_testnet", "bsc-testnet", "bsctestnet"), finality_seconds=180,
     ),
-    Chain("0xa86a", "avalanche", "Avalanche", "https://snowtrace.io", ("avax",)),
-    Chain("0xfa", "fantom", "Fantom", "https://ftmscan.com", ("ftm",)),
-    Chain("0x2a15c308d", "palm", "Palm", "https://palm.chainlens.com"),
-    Chain("0x19", "cronos", "Cronos", "https://cronoscan.com"),
-    Chain("0xa4b1", "arbitrum", "Arbitrum", "https://arbiscan.io", ("arbitrum one",)),
+    Chain("0xa86a", "avalanche", "Avalanche", "https://snowtrace.io", ("avax",), finality_seconds=60),
+    Chain("0xfa", "fantom", "Fantom", "https://ftmscan.com", ("ftm",), finality_seconds=60),
+    Chain("0x2a15c308d", "palm", "Palm", "https://palm.chainlens.com", finality_seconds=120),
+    Chain("0x19", "cronos", "Cronos", "https://cronoscan.com", finality_seconds=120),
+    Chain("0xa4b1", "arbitrum", "Arbitrum", "https://arbiscan.io", ("arbitrum one",), finality_seconds=120),
 )
 _BY_HEX: dict[str, Chain] = {c.hex_id: c for c in CHAINS}
 _BY_NAME: dict[str, Chain] = {key: c for c in CHAINS for key in (c.name, *c.aliases)}

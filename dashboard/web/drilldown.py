@@ -1,5 +1,5 @@
 """The delivery detail page's reading of a payload: tables of logs, transactions and transfers with links,
-the ABI, and the raw JSON as a collapsible tree.
+the logs and inputs decoded with the payload's ABI, the ABI, and the raw JSON as a collapsible tree.
 
 Payloads are untrusted and may be megabytes: every string is escaped, long values are clipped, tables
 stop at a row limit and the tree at a node budget, each with a way to see everything.
@@ -14,9 +14,22 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.urls import reverse
-from django.utils.html import escape
+from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from dashboard.deliveries.decoding import (
+    TOKEN_AMOUNT_CALLS,
+    TOKEN_AMOUNT_EVENTS,
+    ContractAbi,
+    Decoded,
+    Token,
+    Value,
+    decode_input,
+    decode_log,
+    read_abi,
+    token_amount,
+    tokens,
+)
 from dashboard.web.explorers import explorer_url, owners_lookup_url
 from dashboard.web.text import clip, visible
 
@@ -155,13 +168,18 @@ class AbiEntry:
     type: str
     name: str
     signature: str
+    selector: str = ""  # an event's topic0 or a function's selector, when the entry is usable
+    problem: str = ""  # why the entry is not used for decoding
 
 
-def abi_entries(payload: dict[str, Any]) -> list[AbiEntry]:
+def abi_entries(payload: dict[str, Any], contract_abi: ContractAbi | None = None) -> list[AbiEntry]:
     entries = []
     abi = payload.get("abi")
-    for item in abi if isinstance(abi, list) else []:
+    contract_abi = contract_abi or read_abi(abi)
+    problems = {p.position: p.reason for p in contract_abi.problems}
+    for position, item in enumerate(abi if isinstance(abi, list) else []):
         if not isinstance(item, dict):
+            entries.append(AbiEntry("?", "", visible(clip(str(item), 200)[0]), problem=problems.get(position, "")))
             continue
         raw_inputs = item.get("inputs")
         inputs: list[Any] = raw_inputs if isinstance(raw_inputs, list) else []
@@ -173,8 +191,168 @@ def abi_entries(payload: dict[str, Any]) -> list[AbiEntry]:
             if isinstance(i, dict)
         )
         name = visible(item.get("name") or "")
-        entries.append(AbiEntry(visible(item.get("type") or "?"), name, f"{name}({params})"))
+        read = contract_abi.items.get(position)
+        entries.append(AbiEntry(
+            visible(item.get("type") or "?"), name, f"{name}({params})",
+            selector="0x" + read.selector.hex() if read else "",
+            problem=problems.get(position, ""),
+        ))
     return entries
+
+
+# -- logs and inputs decoded with the payload's ABI ----------------------------------------------------
+
+# Values rendered for one decoded log or call before the rest is left out (nested arrays multiply).
+DECODED_VALUES = 400
+DECODED_STRING_CHARS = 200
+
+
+@dataclass
+class DecodedRow:
+    """One log or transaction: its event or call rendered, or why it stays raw."""
+
+    position: str
+    tx: str  # a transaction hash, or empty when the payload's is not one
+    contract: str  # an address, or empty
+    html: SafeString | None  # the decoded event or call
+    problem: str = ""
+    raw: str = ""  # topic0 or selector, for a row that stays raw
+
+
+@dataclass
+class DecodedSection:
+    key: str
+    title: str
+    rows: list[DecodedRow]
+    total: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.rows)
+
+    @property
+    def undecoded(self) -> int:
+        return sum(1 for row in self.rows if row.html is None)
+
+
+class _ValueWriter:
+    """One decoded event or call as HTML: `Name(arg type=value, ...)`, every text escaped by format_html."""
+
+    def __init__(self, chain_id: str | None, token: Token | None) -> None:
+        self.chain_id = chain_id
+        self.token = token
+        self.budget = DECODED_VALUES
+
+    def call(self, decoded: Decoded) -> SafeString:
+        assert decoded.item is not None
+        args = format_html_join(", ", "{}", ((self.arg(a, top=True),) for a in decoded.args))
+        return format_html(
+            '<span class="ev"><strong class="ev-name" title="{}">{}</strong>({})</span>',
+            decoded.item.signature, decoded.item.name, args,
+        )
+
+    def arg(self, value: Value, *, top: bool = False) -> SafeString:
+        name, _ = clip(visible(value.name), 60)
+        # A tuple's canonical type repeats all its fields; the label says tuple (as the ABI does), the
+        # title the whole type.
+        shown = "tuple" + value.type[value.type.rindex(")") + 1:] if value.type.startswith("(") else value.type
+        label = format_html(
+            '<span class="an">{}</span> <span class="at" title="{}">{}{}</span>=',
+            name, value.type, shown, " indexed" if value.indexed else "",
+        ) if name else format_html('<span class="at" title="{}">{}</span> ', value.type, shown)
+        return format_html('<span class="arg">{}{}</span>', label, self.value(value, amount=top))
+
+    def value(self, value: Value, *, amount: bool = False) -> SafeString:
+        self.budget -= 1
+        if self.budget < 0:
+            return mark_safe('<span class="faint">…</span>')
+        if value.kind == "address":
+            explorer = explorer_url(self.chain_id, "address", value.value)
+            ext = format_html(
+                '<a class="ext" href="{}" target="_blank" rel="noopener noreferrer" title="Open in the block explorer">↗</a>',
+                explorer,
+            ) if explorer else ""
+            return format_html(
+                '<span class="hashlink"><a href="{}" title="{} — search our deliveries">{}</a>{}</span>',
+                search_url(value.value), value.value, value.value[:8] + "…" + value.value[-4:], ext,
+            )
+        if value.kind == "int":
+            if amount and self.token is not None:
+                return format_html(
+                    '<span class="amount" title="{} ({} decimals)">{} {}</span>',
+                    value.value, self.token.decimals, token_amount(value.value, self.token.decimals),
+                    visible(self.token.symbol),
+                )
+            return format_html('<span class="num">{}</span>', value.value)
+        if value.kind == "bool":
+            return format_html('<span class="jb">{}</span>', "true" if value.value else "false")
+        if value.kind == "string":
+            text, cut = clip(visible(value.value), DECODED_STRING_CHARS)
+            return format_html('<span class="js">"{}"</span>{}', text, f"… +{cut} chars" if cut else "")
+        if value.kind == "hash":
+            return format_html(
+                '<span class="faint" title="{} — an indexed {} keeps only its keccak hash in the log">hash {}</span>',
+                value.value, value.type, value.value[:10] + "…" + value.value[-4:],
+            )
+        if value.kind in ("tuple", "array"):
+            inner = format_html_join(", ", "{}", ((
+                self.arg(item) if value.kind == "tuple" else self.value(item),) for item in value.items))
+            more = format_html(', <span class="faint">… {} more</span>', value.more) if value.more else ""
+            brackets = ("(", ")") if value.kind == "tuple" else ("[", "]")
+            return format_html("{}{}{}{}", brackets[0], inner, more, brackets[1])
+        text, cut = clip(str(value.value), CELL_CHARS)
+        return format_html('<span title="{}">{}{}</span>', str(value.value)[:2000], text, "…" if cut else "")
+
+
+def decoded_sections(payload: dict[str, Any], chain_id: str | None, *, full: bool = False) -> list[DecodedSection]:
+    """The payload's logs decoded as events and its transaction inputs as calls, with the payload's own
+    ABI; empty when the payload has no ABI. Rows that do not decode keep their raw topic0 or selector."""
+    contract_abi = read_abi(payload.get("abi"))
+    if not (contract_abi.events or contract_abi.functions or contract_abi.anonymous or contract_abi.problems):
+        return []
+    token_of = tokens(payload)
+    sections = []
+    logs = _rows_of("logs", payload.get("logs"))
+    if logs:
+        rows = []
+        for log in logs if full else logs[:TABLE_ROWS]:
+            decoded = decode_log(contract_abi, log)
+            address = log.get("address")
+            token = None
+            if decoded.item is not None and decoded.item.signature in TOKEN_AMOUNT_EVENTS and isinstance(address, str):
+                token = token_of.get(address.lower())
+            rows.append(_decoded_row(log.get("logIndex"), log.get("transactionHash"), address, decoded, chain_id,
+                                     token, log.get("topic0")))
+        sections.append(DecodedSection("decoded-logs", "Decoded events", rows, len(logs)))
+    txs = [tx for tx in _rows_of("txs", payload.get("txs")) if tx.get("input") not in (None, "", "0x")]
+    if txs and contract_abi.functions:
+        rows = []
+        for tx in txs if full else txs[:TABLE_ROWS]:
+            call = decode_input(contract_abi, tx.get("input"))
+            raw_input = tx.get("input")
+            selector = raw_input[:10] if isinstance(raw_input, str) else ""
+            to = tx.get("toAddress")
+            token = None
+            if call is not None and call.item is not None and call.item.signature in TOKEN_AMOUNT_CALLS:
+                token = token_of.get(to.lower()) if isinstance(to, str) else None
+            rows.append(_decoded_row(tx.get("transactionIndex"), tx.get("hash"), to,
+                                     call or Decoded(problem="no input"), chain_id, token, selector))
+        sections.append(DecodedSection("decoded-calls", "Decoded calls", rows, len(txs)))
+    return sections
+
+
+def _decoded_row(
+    position: Any, tx: Any, contract: Any, decoded: Decoded, chain_id: str | None, token: Token | None, raw: Any
+) -> DecodedRow:
+    # Links come from _hash.html in the template; a value that is not a hash or an address shows as "—".
+    html = _ValueWriter(chain_id, token).call(decoded) if decoded.item is not None else None
+    raw_text, _ = clip(visible(raw), CELL_CHARS) if raw is not None else ("", 0)
+    return DecodedRow(
+        clip(visible(position), 20)[0],
+        tx.lower() if isinstance(tx, str) and HASH.match(tx) else "",
+        contract.lower() if isinstance(contract, str) and ADDRESS.match(contract) else "",
+        html, decoded.problem, raw_text,
+    )
 
 
 class _TreeWriter:

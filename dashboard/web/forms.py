@@ -233,6 +233,10 @@ class RetryStatsForm(RangeForm):
     tag = forms.CharField(required=False, max_length=255)
 
 
+class PairGapsForm(RangeForm):
+    default_range = "24h"
+
+
 class ErrorGroupsForm(RangeForm):
     default_range = "7d"
     stream = forms.CharField(required=False, max_length=64)

@@ -1,6 +1,16 @@
 from django.urls import path
 
-from dashboard.web.views import actions, deliveries, errors, overview, retries, search, streams, timelines
+from dashboard.web.views import (
+    actions,
+    deliveries,
+    errors,
+    overview,
+    pairs,
+    retries,
+    search,
+    streams,
+    timelines,
+)
 
 app_name = "web"
 
@@ -18,6 +28,7 @@ urlpatterns = [
     path("timeline/", timelines.timeline_page, name="timeline"),
     path("deliveries/", deliveries.delivery_list, name="deliveries"),
     path("deliveries/export.csv", deliveries.delivery_export, name="deliveries-export"),
+    path("deliveries/confirmation-gaps/", pairs.confirmation_gaps_page, name="confirmation-gaps"),
     path("deliveries/<uuid:pk>/", deliveries.delivery_detail, name="delivery"),
     path("deliveries/<uuid:pk>/payload.json", deliveries.delivery_payload, name="delivery-payload"),
     path("errors/", errors.error_groups, name="errors"),

@@ -27,6 +27,9 @@ SEED = "plans"
 # One row in BUSY_EVERY holds this address besides its own: thousands of rows, more than KEY_CANDIDATES.
 BUSY = "0x" + "b5" * 20
 BUSY_EVERY = 50
+# Every generated row decodes an ERC-20 Transfer; one row in RARE_EVENT_EVERY also holds this event.
+RARE_EVENT = "event:sync"
+RARE_EVENT_EVERY = 1_500
 REMOVED_AT_MOST = 5_000
 
 
@@ -40,6 +43,11 @@ def big_table(django_db_setup: None, django_db_blocker: Any) -> Iterator[Generat
                 "UPDATE deliveries_delivery SET search_keys = search_keys || %s::varchar[]"
                 " WHERE block_number %% %s = 0",
                 [[f"addr:{BUSY}"], BUSY_EVERY],
+            )
+            cursor.execute(
+                "UPDATE deliveries_delivery SET search_keys = search_keys || %s::varchar[]"
+                " WHERE block_number %% %s = 7",
+                [[RARE_EVENT], RARE_EVENT_EVERY],
             )
             cursor.execute("ANALYZE deliveries_delivery")
     yield made
@@ -64,6 +72,8 @@ def terms(made: Generated) -> dict[str, str]:
         "contract in an eighth of the rows": contract,
         "Transfer topic, in every row": generator.TRANSFER_TOPIC,
         "block": str(row.block_number),
+        "Transfer event, in every row": "event:Transfer",
+        "rare event": "event:Sync",
     }
 
 
@@ -110,7 +120,7 @@ def test_the_plain_overlap_tempts_the_planner_at_this_size(big_table: Generated,
 @pytest.mark.parametrize(
     "kind",
     ["rare tx hash", "address in ~80 rows", "address in thousands of rows", "contract in an eighth of the rows",
-     "Transfer topic, in every row", "block"],
+     "Transfer topic, in every row", "block", "Transfer event, in every row", "rare event"],
 )
 def test_every_key_is_found_without_filtering_the_table(big_table: Generated, db: None, kind: str) -> None:
     text = terms(big_table)[kind]
@@ -119,7 +129,7 @@ def test_every_key_is_found_without_filtering_the_table(big_table: Generated, db
     for plan in plans:
         assert "Seq Scan on deliveries_delivery" not in plan or "never executed" in plan, plan
         assert removed_by_filter(plan) <= REMOVED_AT_MOST, plan
-    if kind in ("rare tx hash", "address in ~80 rows", "block"):
+    if kind in ("rare tx hash", "address in ~80 rows", "block", "rare event"):
         # A rare key: its ids come from the GIN index, the page from the primary key.
         assert "Bitmap Index Scan on delivery_search_keys" in plans[0], plans[0]
         assert "deliveries_delivery_pkey" in plans[-1], plans[-1]

@@ -17,8 +17,9 @@ def test_it_shows_summary_tables_and_links(
 ) -> None:
     (d,) = store(plain_source, record(error="timeout of 10000ms exceeded", retries=2, block=18400123))
     # session, user, the viewer role (user and group permissions), sync banner, the delivery with its error group
-    # and source, the replays asked for it and the changes polls saw (its attempt history)
-    with django_assert_num_queries(8):
+    # and source, the replays asked for it, the changes polls saw (its attempt history), its confirmed/unconfirmed
+    # pair
+    with django_assert_num_queries(9):
         response = logged_in_client.get(f"/deliveries/{d.pk}/")
     assert response.status_code == 200
     body = response.content.decode()

@@ -29,6 +29,8 @@ from dashboard.web.forms import MENU_WINDOW, DeliveryFilterForm, encode_cursor
 from dashboard.web.views.common import bad_filters, render_live
 
 PAGE_SIZE = 50
+# Deliveries of the other confirmation state shown on a delivery's page (re-sent blocks add more).
+PAIR_ROWS = 5
 EXPORT_CHUNK = 2000
 EXPORT_COLUMNS = (
     "id", "date", "stream_id", "tag", "webhook_url", "chain_id", "confirmed", "block_number", "records",
@@ -149,6 +151,7 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
         "payload_block": block,
         "block_time": _block_time(block),
         "tables": drilldown.tables(payload, delivery.chain_id, full=full) if payload else [],
+        "decoded": drilldown.decoded_sections(payload, delivery.chain_id, full=full) if payload else [],
         "abi": drilldown.abi_entries(payload) if payload else [],
         "tree": tree,
         "tree_cut": tree_cut,
@@ -158,6 +161,7 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
         "row_limit": drilldown.TABLE_ROWS,
         "can_act": can_act(request.user),
         **_attempts_context(request, delivery),
+        "pair": list(Delivery.objects.for_list().pair_of(delivery)[:PAIR_ROWS]),
         "timeline_url": reverse("web:timeline") + "?" + urlencode(
             {
                 "stream": delivery.stream_id,

@@ -139,6 +139,24 @@ def _hex(r: random.Random, nbytes: int) -> str:
     return "0x" + r.randbytes(nbytes).hex()
 
 
+TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+ERC20_ABI = [
+    {"anonymous": False, "name": "Transfer", "type": "event", "inputs": [
+        {"indexed": True, "name": "from", "type": "address"}, {"indexed": True, "name": "to", "type": "address"},
+        {"indexed": False, "name": "value", "type": "uint256"}]},
+    {"name": "transfer", "type": "function", "stateMutability": "nonpayable", "outputs": [{"name": "", "type": "bool"}],
+     "inputs": [{"name": "to", "type": "address"}, {"name": "amount", "type": "uint256"}]},
+]
+
+
+def _word(value: int) -> str:
+    return f"0x{value:064x}"
+
+
+def _padded(address: str) -> str:
+    return "0x" + address[2:].rjust(64, "0")
+
+
 def _records(count: int, r: random.Random) -> list[dict[str, Any]]:
     """Records shaped like the upstream's, with ~5 KB EVM payloads (logs, txs, internal txs, transfers)."""
     import orjson
@@ -156,15 +174,16 @@ def _records(count: int, r: random.Random) -> list[dict[str, Any]]:
         payload = {
             "block": {"number": str(block), "hash": _hex(r, 32), "timestamp": str(1_700_000_000 + n * 6)},
             "chainId": "0x1",
+            # ERC-20 transfers the payload's ABI decodes, as a token stream's are (decoding is part of parsing)
             "logs": [
-                {"logIndex": str(i), "transactionHash": tx, "address": addr[0], "data": _hex(r, 64),
-                 "topic0": _hex(r, 32), "topic1": _hex(r, 32), "topic2": _hex(r, 32), "topic3": None,
+                {"logIndex": str(i), "transactionHash": tx, "address": addr[0], "data": _word(r.getrandbits(64)),
+                 "topic0": TRANSFER_TOPIC, "topic1": _padded(addr[1]), "topic2": _padded(addr[3]), "topic3": None,
                  "triggers": [{"name": "fromBalance", "value": str(r.getrandbits(64))}]}
                 for i in range(3)
             ],
             "txs": [
                 {"hash": tx, "gas": "21000", "gasPrice": str(r.getrandbits(40)), "nonce": str(n),
-                 "input": _hex(r, 200), "transactionIndex": "3", "fromAddress": addr[1], "toAddress": addr[2],
+                 "input": "0xa9059cbb" + _padded(addr[3])[2:] + _word(r.getrandbits(64))[2:], "transactionIndex": "3", "fromAddress": addr[1], "toAddress": addr[2],
                  "value": str(r.getrandbits(60)), "type": "2", "v": "1", "r": _hex(r, 32), "s": _hex(r, 32),
                  "receiptCumulativeGasUsed": "123456", "receiptGasUsed": "21000", "receiptContractAddress": None,
                  "receiptRoot": None, "receiptStatus": "1"}
@@ -174,8 +193,7 @@ def _records(count: int, r: random.Random) -> list[dict[str, Any]]:
                 {"transactionHash": tx, "logIndex": "1", "contract": addr[0], "from": addr[1], "to": addr[3],
                  "value": str(r.getrandbits(64)), "tokenName": "Token", "tokenSymbol": "TKN", "tokenDecimals": "18"}
             ],
-            "abi": [{"anonymous": False, "inputs": [{"indexed": True, "name": "from", "type": "address"}],
-                     "name": "Transfer", "type": "event"}],
+            "abi": ERC20_ABI,
             "retries": retries,
             "confirmed": n % 2 == 1,
             "tag": f"tag-{stream[:4]}",
