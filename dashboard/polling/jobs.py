@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
 
 from dashboard.polling.locks import exclusive, source_lock_name
 from dashboard.polling.signals import failures_stored, stream_status_changed
@@ -55,7 +54,7 @@ def poll_source(source: Source) -> PollRun:
     if not source.should_poll():
         return PollRun(source, skipped=f"backing off after {source.last_error_kind or 'an error'} "
                                        f"until {source.backoff_until:%Y-%m-%d %H:%M:%S} UTC")
-    with exclusive(source_lock_name(source.pk), timeout=settings.CELERY_TASK_TIME_LIMIT) as held:
+    with exclusive(source_lock_name(source.pk)) as held:
         if held is None:
             return PollRun(source, skipped="a poll of this source is already running")
         try:

@@ -88,7 +88,7 @@ def test_the_command_leaves_a_source_alone_while_a_worker_polls_it(
     from dashboard.polling.locks import exclusive, source_lock_name
 
     served = simulator.world.requests_served
-    with exclusive(source_lock_name(source.pk), timeout=30) as held:
+    with exclusive(source_lock_name(source.pk)) as held:
         assert held is not None
         call_command("poll_history", "--once")
 
