@@ -12,7 +12,9 @@ import logging
 from dataclasses import dataclass
 
 from celery.exceptions import SoftTimeLimitExceeded
+from django.utils import timezone
 
+from dashboard.deliveries import url_health
 from dashboard.polling.locks import exclusive, source_lock_name
 from dashboard.polling.signals import failures_stored, stream_status_changed
 from dashboard.polling.stream_sync import StreamSync, sync_streams
@@ -68,6 +70,10 @@ def poll_source(source: Source) -> PollRun:
             log.warning("source %s: poll hit the soft time limit", source.name)
             return PollRun(source, error="the task's soft time limit was reached; continues next run")
         synced = _sync_streams_if_due(source)
+    if result.stored.written:
+        # The rows just written changed the rollups: compute the estimate the pages read now, not on the
+        # next page view.
+        url_health.url_health_now(timezone.now())
     if result.stored.new_failures:
         failures_stored.send(sender=Source, source=source, count=result.stored.new_failures)
     if synced is not None and synced.changed:

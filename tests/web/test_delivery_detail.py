@@ -16,8 +16,9 @@ def test_it_shows_summary_tables_and_links(
     plain_source: Source, logged_in_client: Client, django_assert_num_queries: Any
 ) -> None:
     (d,) = store(plain_source, record(error="timeout of 10000ms exceeded", retries=2, block=18400123))
-    # session, user, the viewer role (user and group permissions), sync banner, the delivery with its error group and source
-    with django_assert_num_queries(6):
+    # session, user, the viewer role (user and group permissions), sync banner, the delivery with its error group and
+    # source, its replays
+    with django_assert_num_queries(7):
         response = logged_in_client.get(f"/deliveries/{d.pk}/")
     assert response.status_code == 200
     body = response.content.decode()
