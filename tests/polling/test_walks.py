@@ -166,7 +166,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
     sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = {"n": 0}
-    original = ingest._refresh_rollups
+    original = ingest.refresh_rollups
 
     def failing(*args: Any) -> None:
         calls["n"] += 1
@@ -174,7 +174,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
             raise RuntimeError("killed mid-page")
         original(*args)
 
-    monkeypatch.setattr(ingest, "_refresh_rollups", failing)
+    monkeypatch.setattr(ingest, "refresh_rollups", failing)
     with pytest.raises(RuntimeError):
         poll_head(sim_source)
     walk = HistoryWalk.objects.get(source=sim_source, kind="head")
@@ -183,7 +183,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
     sim_source.refresh_from_db()
     assert sim_source.last_error_kind == "internal"
 
-    monkeypatch.setattr(ingest, "_refresh_rollups", original)
+    monkeypatch.setattr(ingest, "refresh_rollups", original)
     poll_head(sim_source)
 
     assert_matches_upstream(sim)
