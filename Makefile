@@ -26,7 +26,8 @@ bench: $(STAMP)
 	DEBUG=1 $(VENV)/bin/python manage.py migrate -v0
 	DEBUG=1 $(VENV)/bin/python manage.py bench_ingest $(BENCH_ARGS)
 
-# Page times and CSV export memory on the deliveries already in DATABASE_URL (e.g. from generate_deliveries).
+# Page, list-filter and search timings (p50/p95), plan flags and CSV export memory on the deliveries already in
+# DATABASE_URL (e.g. from generate_deliveries).
 bench-pages: $(STAMP)
 	DEBUG=1 $(VENV)/bin/python manage.py bench_pages $(BENCH_ARGS)
 

@@ -227,6 +227,9 @@ REVISIT_INTERVAL_SECONDS = env_int("REVISIT_INTERVAL_SECONDS", 300, minimum=10, 
 CONFIRMATION_GRACE_SECONDS = env_int("CONFIRMATION_GRACE_SECONDS", 600, minimum=0, maximum=86400)
 # The provider's stream list (status, message) and stats are read with the poll, at most this often.
 STREAM_SYNC_SECONDS = env_int("STREAM_SYNC_SECONDS", 60, minimum=1, maximum=86400)
+# The poll, backfill, retention and action locks are leases renewed by their holder's heartbeat every third
+# of this: a dead holder's lock frees this long after it died, a live one keeps it for as long as it works.
+LOCK_LEASE_SECONDS = env_int("LOCK_LEASE_SECONDS", 30, minimum=3, maximum=3600)
 
 # Actions at the provider (replays, stream status changes, re-sent blocks). Off: a read-only installation,
 # with no buttons and every action URL answering 403.

@@ -20,9 +20,9 @@ from dashboard.polling.locks import exclusive
 def run_action(self: object, action_id: int) -> None:
     # Stop well inside the soft time limit and continue in a new run, so progress is never lost to it.
     budget = max(5.0, float(settings.CELERY_TASK_SOFT_TIME_LIMIT) - 30.0)
-    with exclusive(f"action:{action_id}", timeout=settings.CELERY_TASK_TIME_LIMIT) as held:
+    with exclusive(f"action:{action_id}") as held:
         if held is None:
-            # Another copy works on it, or one whose worker died holds the lock until it expires: look again
+            # Another copy works on it, or one whose worker died holds the lock until its lease runs out: look again
             # later rather than drop the action.
             if not services.is_finished(action_id):
                 run_action.apply_async(args=[action_id], countdown=30)

@@ -136,7 +136,7 @@ def store_parsed(source_id: int, parsed: Sequence[ParsedRecord], result: StoreRe
                 if status != DeliveryStatus.DELIVERED:
                     result.new_failures += 1
         apply_group_changes(cursor, group_delta)
-        _refresh_rollups(cursor, touched)
+        refresh_rollups(cursor, touched)
         written = {row[0] for row in changed}
         _update_streams(cursor, source_id, [p for p in parsed if p.id in written])
 
@@ -206,7 +206,7 @@ def _upsert_from_stage(cursor: Any) -> list[tuple[Any, ...]]:
 ROLLUP_DIMENSIONS = "source_id, hour, stream_id, tag, webhook_url, chain_id, status, error_group_id, retries"
 
 
-def _refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> None:
+def refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> None:
     """Recompute the rollup rows of every touched (source, stream, hour) from the stored deliveries."""
     if not touched:
         return
@@ -236,6 +236,40 @@ def _refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> No
         """,  # noqa: S608 - column names are constants
         params,
     )
+
+
+def recompute_rollups_between(cursor: Any, start: datetime, end: datetime, source_id: int | None = None) -> int:
+    """Recompute the rollups of every (source, stream, hour) holding a delivery dated in [start, end) (hour
+    boundaries), as `refresh_rollups` would for those keys, in one pass over the rows; the number of keys."""
+    only = "" if source_id is None else "AND source_id = %(source)s"
+    params = {"start": start, "end": end, "source": source_id}
+    cursor.execute(
+        f"""
+        DELETE FROM deliveries_hourlyrollup r
+         USING (SELECT DISTINCT source_id, stream_id, date_trunc('hour', date) AS hour FROM deliveries_delivery
+                 WHERE date >= %(start)s AND date < %(end)s {only}) k
+         WHERE r.source_id = k.source_id AND r.stream_id = k.stream_id AND r.hour = k.hour
+        """,  # noqa: S608 - fixed SQL; values are parameters
+        params,
+    )
+    cursor.execute(
+        f"""
+        INSERT INTO deliveries_hourlyrollup ({ROLLUP_DIMENSIONS}, deliveries)
+        SELECT source_id, date_trunc('hour', date), stream_id, tag, webhook_url, chain_id, status,
+               error_group_id, retries, count(*)
+          FROM deliveries_delivery
+         WHERE date >= %(start)s AND date < %(end)s {only}
+         GROUP BY source_id, date_trunc('hour', date), stream_id, tag, webhook_url, chain_id, status,
+                  error_group_id, retries
+        """,  # noqa: S608 - column names are constants
+        params,
+    )
+    cursor.execute(
+        f"SELECT count(DISTINCT (source_id, stream_id, hour)) FROM deliveries_hourlyrollup"  # noqa: S608
+        f" WHERE hour >= %(start)s AND hour < %(end)s {only}",
+        params,
+    )
+    return int(cursor.fetchone()[0])
 
 
 def _update_streams(cursor: Any, source_id: int, written: Sequence[ParsedRecord]) -> None:

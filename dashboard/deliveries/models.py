@@ -123,18 +123,6 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             failed=Count("id", filter=~Q(status=DeliveryStatus.DELIVERED)),
         )
 
-    def window_counts(self, now: datetime, hours: Iterable[int]) -> dict[str, int]:
-        """Totals and failures for several trailing windows in one pass, e.g. total_1, failed_1, total_24."""
-        hours = sorted(hours)
-        aggregates: dict[str, Any] = {}
-        for h in hours:
-            since = now - timedelta(hours=h)
-            aggregates[f"total_{h}"] = Count("id", filter=Q(date__gte=since))
-            aggregates[f"failed_{h}"] = Count("id", filter=Q(date__gte=since) & ~Q(status=DeliveryStatus.DELIVERED))
-        return self.chain_events().filter(date__gte=now - timedelta(hours=hours[-1]), date__lte=now).aggregate(
-            **aggregates
-        )
-
     def bucketed(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
         """Delivered and failed counts per fixed-width bucket starting at `start`."""
         rows = (
@@ -222,6 +210,20 @@ class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
         )
         sums["failed_attempts"] = sums["attempts"] - sums["delivered"]
         return sums
+
+    def change_stamp(self, since: datetime) -> str:
+        """A value that changes whenever the rollups from `since` on do: the newest rollup id (ingest deletes
+        and re-inserts the rows of each hour it touches, under new ids), their number from `since` on (a
+        deletion) and the table's oid (another database, or one created again, behind the same cache)."""
+        table = self.model._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT %s::regclass::oid, (SELECT max(id) FROM {table}),"  # noqa: S608 - the model's table
+                f" (SELECT count(*) FROM {table} WHERE hour >= %s)",
+                [table, since],
+            )
+            row = cursor.fetchone()
+        return ":".join(str(value) for value in row)
 
     def attempts_by_url(self) -> list[dict[str, Any]]:
         """Rows of (webhook_url, hour, status, retries, n) in time order: enough to replay every attempt."""
@@ -440,6 +442,8 @@ class Delivery(models.Model):
                 fields=["date"], condition=~Q(status=DeliveryStatus.DELIVERED), name="delivery_failed_date"
             ),
             models.Index(fields=["block_number"], name="delivery_block"),
+            # The provider's test webhooks: few, counted apart from the chain events.
+            models.Index(fields=["date"], condition=Q(is_test=True), name="delivery_test_date"),
             GinIndex(fields=["search_keys"], name="delivery_search_keys"),
         ]
 

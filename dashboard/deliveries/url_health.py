@@ -8,15 +8,23 @@ says when each attempt happened.
 
 Resolution is one hour (the rollups). Within an hour successes and failures are taken as interleaved,
 so an hour moves the rate by (successes - failures). The replay starts at 100 at the start of the window.
+
+The replay depends only on the rollups of the window and on the hour `now` falls in, so it is computed once
+for each (hour, state of the rollups, `HourlyRollup.objects.change_stamp`) and kept in the cache: pages
+and alert checks read it, and a poll that wrote rows computes it again at once (`polling.jobs`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+
+from django.core.cache import cache
+from redis.exceptions import RedisError
 
 from dashboard.deliveries.models import HourlyRollup
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, RETRY_SCHEDULE_SECONDS
@@ -28,6 +36,10 @@ WARN_BELOW = 85
 WARN_HORIZON_HOURS = 6
 TREND_HOURS = 3
 WINDOW = timedelta(days=7)
+# Entries outlive their hour only by this much; a new hour or new rollups make a new key anyway.
+CACHE_SECONDS = 2 * 3600
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -111,7 +123,27 @@ def worst(healths: Iterable[UrlHealth]) -> UrlHealth | None:
 
 def url_health_now(now: datetime, urls: Iterable[str] | None = None) -> dict[str, UrlHealth]:
     """The estimate for every webhook URL (or only `urls`) from the rollups of the last WINDOW."""
-    rollups = HourlyRollup.objects.between(HourlyRollup.hour_of(now - WINDOW), None)
-    if urls is not None:
-        rollups = rollups.filter(webhook_url__in=list(urls))
-    return replay(rollups.attempts_by_url(), now)
+    estimate = _estimate(now)
+    if urls is None:
+        return estimate
+    # Each URL's replay reads only its own rows, so picking from the whole estimate changes nothing.
+    return {url: estimate[url] for url in urls if url in estimate}
+
+
+def _estimate(now: datetime) -> dict[str, UrlHealth]:
+    hour = HourlyRollup.hour_of(now)
+    since = HourlyRollup.hour_of(now - WINDOW)
+    key = f"url-health:{hour:%Y%m%dT%H}:{HourlyRollup.objects.change_stamp(since)}"
+    try:
+        cached = cache.get(key)
+    except RedisError as exc:
+        log.warning("url health: cache unreachable, replaying: %s", exc)
+        cached = None
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    estimate = replay(HourlyRollup.objects.between(since, None).attempts_by_url(), now)
+    try:
+        cache.set(key, estimate, CACHE_SECONDS)
+    except RedisError as exc:
+        log.warning("url health: could not cache the estimate: %s", exc)
+    return estimate

@@ -1,7 +1,9 @@
 """Realistic delivery rows in bulk, written by one INSERT … SELECT over generate_series.
 
 Used to try the admin and the dashboard on a table of realistic size and to check query plans
-(tests run EXPLAIN on 100 k rows). Rows look like stored ERC-20 stream deliveries: two transfers a
+(tests run EXPLAIN on 100 k rows). The hourly rollups, stream rows and error-group counts are then rebuilt
+from the rows (`deliveries/rebuild.py`), so the rollup pages read what ingest would have written. The rows
+are spread evenly over `days` up to `newest`: `days=90` is a long history, `days=1` a heavy day. Rows look like stored ERC-20 stream deliveries: two transfers a
 delivery, addresses drawn from a pool so each appears in a few dozen rows (in mixed case in the
 payload, lower-cased in the keys), the Transfer topic and padded-address topics, a few percent of
 failures spread over real-looking error texts, and `search_keys` exactly as the ingest derives them.
@@ -17,15 +19,16 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
-from dashboard.deliveries.grouping import error_fingerprint, error_template, recount_error_groups
-from dashboard.deliveries.models import ErrorGroup, Stream
+from dashboard.deliveries.grouping import error_fingerprint, error_template
+from dashboard.deliveries.models import ErrorGroup
+from dashboard.deliveries.rebuild import rebuild_derived
 from dashboard.sources.models import Source
 
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
@@ -298,7 +301,8 @@ def generate_deliveries(
         for first in range(1, count + 1, batch):
             with transaction.atomic():
                 cursor.execute(_INSERT, {**params, "first": first, "last": min(count, first + batch - 1)})
-    _refresh_derived(source, ids, tags, group_ids, newest - timedelta(days=days), newest)
+    # Rollups, stream rows and error-group counts as ingest would have left them for these rows.
+    rebuild_derived(source.pk)
     if analyze:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE deliveries_delivery")
@@ -312,22 +316,3 @@ def _error_group(message: str, seen: datetime) -> ErrorGroup:
         defaults={"template": template, "first_seen": seen, "last_seen": seen},
     )
     return group
-
-
-def _refresh_derived(
-    source: Source, ids: list[str], tags: list[str], group_ids: list[int], oldest: datetime, newest: datetime
-) -> None:
-    """Stream rows (the filters read them) and exact error-group counts."""
-    for n, sid in enumerate(ids):
-        Stream.objects.update_or_create(
-            source=source,
-            stream_id=sid,
-            defaults={
-                "tag": tags[n],
-                "webhook_urls": [STREAMS[n][2]],
-                "chain_ids": [STREAMS[n][1]],
-                "first_delivery_at": oldest,
-                "last_delivery_at": newest,
-            },
-        )
-    recount_error_groups(group_ids)

@@ -12,8 +12,9 @@ import logging
 from dataclasses import dataclass
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
+from django.utils import timezone
 
+from dashboard.deliveries import url_health
 from dashboard.polling import metrics
 from dashboard.polling.locks import exclusive, source_lock_name
 from dashboard.polling.signals import failures_stored, stream_status_changed
@@ -65,7 +66,7 @@ def _poll_source(source: Source) -> PollRun:
         return PollRun(source, skipped=f"backing off after {source.last_error_kind or 'an error'} "
                                        f"until {source.backoff_until:%Y-%m-%d %H:%M:%S} UTC",
                        outcome="skipped_backoff")
-    with exclusive(source_lock_name(source.pk), timeout=settings.CELERY_TASK_TIME_LIMIT) as held:
+    with exclusive(source_lock_name(source.pk)) as held:
         if held is None:
             return PollRun(source, skipped="a poll of this source is already running", outcome="skipped_locked")
         try:
@@ -80,6 +81,10 @@ def _poll_source(source: Source) -> PollRun:
             return PollRun(source, error="the task's soft time limit was reached; continues next run",
                            outcome="time_limit")
         synced = _sync_streams_if_due(source)
+    if result.stored.written:
+        # The rows just written changed the rollups: compute the estimate the pages read now, not on the
+        # next page view.
+        url_health.url_health_now(timezone.now())
     if result.stored.new_failures:
         failures_stored.send(sender=Source, source=source, count=result.stored.new_failures)
     if synced is not None and synced.changed:

@@ -65,7 +65,7 @@ def _poll_source(source_id: int) -> PollResult | None:
 @shared_task(ignore_result=True, acks_late=True, reject_on_worker_lost=True)
 def enforce_retention() -> None:
     _fresh_connection()
-    with exclusive("retention", timeout=settings.CELERY_TASK_TIME_LIMIT) as held:
+    with exclusive("retention") as held:
         if held is None:
             return
         retention.enforce_retention()

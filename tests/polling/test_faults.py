@@ -206,7 +206,7 @@ def test_two_workers_polling_at_once_store_each_record_once(make_simulator: Any)
 def test_a_second_task_finds_the_lock_taken_and_does_nothing(make_simulator: Any) -> None:
     sim = make_simulator()
     source = source_for(sim)
-    with exclusive(source_lock_name(source.pk), timeout=30) as held:
+    with exclusive(source_lock_name(source.pk)) as held:
         assert held is not None
         poll_source.apply(args=[source.pk])
         assert sim.world.requests_served == 0
@@ -218,10 +218,10 @@ def test_a_lock_whose_holder_died_expires() -> None:
     name = "test-expiry"
     dead = redis_client().lock(f"lock:{name}", timeout=1)
     assert dead.acquire(blocking=False)  # never released: its holder "died"
-    with exclusive(name, timeout=5) as held:
+    with exclusive(name, lease=5) as held:
         assert held is None
     time.sleep(1.2)
-    with exclusive(name, timeout=5) as held:
+    with exclusive(name, lease=5) as held:
         assert held is not None
 
 

@@ -88,7 +88,7 @@ def test_the_command_leaves_a_source_alone_while_a_worker_polls_it(
     from dashboard.polling.locks import exclusive, source_lock_name
 
     served = simulator.world.requests_served
-    with exclusive(source_lock_name(source.pk), timeout=30) as held:
+    with exclusive(source_lock_name(source.pk)) as held:
         assert held is not None
         call_command("poll_history", "--once")
 
@@ -96,3 +96,23 @@ def test_the_command_leaves_a_source_alone_while_a_worker_polls_it(
     assert "a poll of this source is already running" in capsys.readouterr().out
     call_command("poll_history", "--once")
     assert Delivery.objects.count() == len(upstream_truth(simulator))
+
+
+def test_a_poll_that_wrote_rows_leaves_the_health_estimate_computed(simulator: Any, source: Source) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from dashboard.deliveries import url_health
+    from dashboard.deliveries.models import HourlyRollup
+    from dashboard.polling.jobs import poll_source as run_poll
+
+    assert run_poll(source).result is not None
+
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as captured:
+        estimate = url_health.url_health_now(now)
+    # Read from the cache: only the rollups' change stamp was asked, no attempts replayed.
+    assert not any("GROUP BY" in q["sql"] for q in captured.captured_queries)
+    rows = HourlyRollup.objects.between(HourlyRollup.hour_of(now - url_health.WINDOW), None).attempts_by_url()
+    assert estimate == url_health.replay(rows, now) and estimate

@@ -4,18 +4,13 @@ and following records the upstream changes after they were first seen."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -30,36 +25,10 @@ from dashboard.polling.walks import poll, poll_head, revisit_retry_window, walk_
 from dashboard.sources.clients import streams_client
 from dashboard.sources.models import Source
 from dashboard.upstream.errors import BadResponse
-from tests.checks import (
-    assert_derived_exact,
-    assert_matches_upstream,
-    subprocess_database_url,
-    truth,
-)
+from tests.checks import assert_derived_exact, assert_matches_upstream, truth
 from tests.conftest import START
 from tests.factories import source_for
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _manage(*args: str, **env: str) -> subprocess.Popen[str]:
-    """A manage.py command in a child process on the test database, its output (both streams) as text."""
-    environment = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
-                   "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1", **env}
-    return subprocess.Popen(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-
-
-def _wait_for_backfill_pages(source: Source, pages: int, child: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        walk = HistoryWalk.objects.filter(source=source, kind="backfill").first()
-        if walk is not None and walk.pages >= pages:
-            return
-        time.sleep(0.05)
-    pytest.fail(f"the backfill did not progress: {child.stdout.read() if child.stdout else ''}")
+from tests.polling.children import manage, wait_for_walk_pages
 
 
 @pytest.mark.django_db
@@ -117,12 +86,12 @@ def test_ctrl_c_stops_a_backfill_with_a_word_not_a_traceback(make_simulator: Any
     sim.world.faults.latency_ms = 120
     # Another poll holds the source: the command says it waits instead of sitting silent.
     redis_client().set(f"lock:{source_lock_name(source.pk)}", "another-poll", ex=60)
-    child = _manage("backfill_history", "--source", source.name, "--no-progress")
+    child = manage("backfill_history", "--source", source.name, "--no-progress")
     try:
         assert child.stdout is not None
         assert "a poll of this source is running; waiting up to 300 s" in child.stdout.readline()
         redis_client().delete(f"lock:{source_lock_name(source.pk)}")
-        _wait_for_backfill_pages(source, 2, child)
+        wait_for_walk_pages(source, "backfill", 2, child)
         child.send_signal(signal.SIGINT)
         output, _ = child.communicate(timeout=30)
     finally:
@@ -139,7 +108,7 @@ def test_ctrl_c_stops_a_backfill_with_a_word_not_a_traceback(make_simulator: Any
 def test_ctrl_c_stops_the_polling_loop_with_a_word(make_simulator: Any) -> None:
     sim = make_simulator()
     source = source_for(sim)
-    child = _manage("poll_history", "--source", source.name, POLL_INTERVAL_SECONDS="1")
+    child = manage("poll_history", "--source", source.name, POLL_INTERVAL_SECONDS="1")
     try:
         assert child.stdout is not None
         # The command's own report of its first poll (log lines come first).
@@ -197,7 +166,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
     sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = {"n": 0}
-    original = ingest._refresh_rollups
+    original = ingest.refresh_rollups
 
     def failing(*args: Any) -> None:
         calls["n"] += 1
@@ -205,7 +174,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
             raise RuntimeError("killed mid-page")
         original(*args)
 
-    monkeypatch.setattr(ingest, "_refresh_rollups", failing)
+    monkeypatch.setattr(ingest, "refresh_rollups", failing)
     with pytest.raises(RuntimeError):
         poll_head(sim_source)
     walk = HistoryWalk.objects.get(source=sim_source, kind="head")
@@ -214,7 +183,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
     sim_source.refresh_from_db()
     assert sim_source.last_error_kind == "internal"
 
-    monkeypatch.setattr(ingest, "_refresh_rollups", original)
+    monkeypatch.setattr(ingest, "refresh_rollups", original)
     poll_head(sim_source)
 
     assert_matches_upstream(sim)
@@ -227,9 +196,9 @@ def test_a_backfill_killed_mid_walk_resumes_without_refetching(make_simulator: A
     source = source_for(sim)
     pages_total = -(-len(truth(sim)) // 100)
     sim.world.faults.latency_ms = 120
-    child = _manage("backfill_history", "--source", source.name, "--no-progress")
+    child = manage("backfill_history", "--source", source.name, "--no-progress")
     try:
-        _wait_for_backfill_pages(source, 3, child)
+        wait_for_walk_pages(source, "backfill", 3, child)
         child.send_signal(signal.SIGKILL)
         child.wait(10)
     finally:
@@ -238,8 +207,8 @@ def test_a_backfill_killed_mid_walk_resumes_without_refetching(make_simulator: A
     stored_pages = HistoryWalk.objects.get(source=source, kind="backfill").pages
     assert 3 <= stored_pages < pages_total
     sim.world.faults.latency_ms = 0
-    # The dead process's poll lock would expire by itself after LOCK_TIMEOUT (test_locks covers expiry);
-    # here it is expired at once.
+    # The dead process's poll lock would free by itself after one lease (test_locks measures it); here it
+    # is dropped at once.
     redis_client().delete(f"lock:{source_lock_name(source.pk)}")
     requests_before = sim.world.requests_served
 

@@ -25,8 +25,9 @@ def test_it_shows_counts_worst_streams_errors_and_sources(
         record(date=now - timedelta(hours=5)),
         record(date=now - timedelta(days=3), error="socket hang up", retries=7),
     )
-    # session, user, the viewer role (user and group permissions), sync banner, 1 h/24 h counts, 7-day rollups, error templates, sources, chart
-    with django_assert_num_queries(10):
+    # session, user, the viewer role (user and group permissions), sync banner, 1 h/24 h counts (raw edge hours,
+    # whole-hour rollups), 7-day rollups, error templates, sources, chart
+    with django_assert_num_queries(11):
         response = logged_in_client.get("/")
     assert response.status_code == 200
     cards = {c["label"]: (c["total"], c["failed"]) for c in response.context["cards"]}

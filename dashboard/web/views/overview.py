@@ -8,7 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
+from dashboard.deliveries.models import ErrorGroup, HourlyRollup
+from dashboard.deliveries.windows import trailing_counts
 from dashboard.sources.models import Source
 from dashboard.web import timeline
 from dashboard.web.forms import RangeForm
@@ -26,7 +27,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         return bad_filters(request, form, title="Overview", nav="overview")
     window = form.cleaned_data["window"]
 
-    recent = Delivery.objects.window_counts(now, (1, 24))
+    recent = trailing_counts(now, (1, 24))
     day_ago = HourlyRollup.hour_of(now - timedelta(hours=24))
     week_ago = HourlyRollup.hour_of(now - timedelta(days=7))
     rows = HourlyRollup.objects.between(week_ago, None).by_dimensions(

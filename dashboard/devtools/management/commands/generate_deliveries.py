@@ -1,5 +1,6 @@
-"""`manage.py generate_deliveries --count 100000`: realistic delivery rows in bulk, for trying the admin
-and the pages on a table of production size and for checking query plans."""
+"""`manage.py generate_deliveries --count 100000`: realistic delivery rows in bulk, with the derived data
+ingest would have written, for trying the admin and the pages on a table of production size and for
+checking query plans."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from dashboard.sources.models import Source
 class Command(BaseCommand):
     help = (
         "Insert COUNT realistic deliveries (ERC-20 transfers over 8 streams, a few percent failing) with "
-        "one INSERT … SELECT generate_series; the same seed gives the same rows and reruns skip existing ids."
+        "one INSERT … SELECT generate_series, then their hourly rollups, stream rows and error-group counts; the "
+        "same seed gives the same rows and reruns skip existing ids. --days 90 shapes a long history, --days 1 a "
+        "heavy day."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

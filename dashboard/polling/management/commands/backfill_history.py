@@ -15,9 +15,6 @@ from dashboard.sources.models import Source
 from dashboard.upstream.errors import UpstreamError
 from dashboard.upstream.history import HistoryPage
 
-# The poll lock is renewed after every page; a backfill that dies frees it this long after its last page.
-LOCK_TIMEOUT = 180.0
-
 
 class Command(BaseCommand):
     help = (
@@ -63,7 +60,7 @@ class Command(BaseCommand):
         def waiting() -> None:
             self.stdout.write(f"{source.name}: a poll of this source is running; waiting up to {wait:.0f} s for it")
 
-        with exclusive(source_lock_name(source.pk), timeout=LOCK_TIMEOUT, wait=wait, on_wait=waiting) as held:
+        with exclusive(source_lock_name(source.pk), wait=wait, on_wait=waiting) as held:
             if held is None:
                 raise CommandError(f"{source.name}: a poll is still running after {wait:.0f} s; try again")
             if resuming and checkpoint is not None:
