@@ -172,7 +172,7 @@ class StateCollector(Collector):
     def _queues(self) -> Iterator[Metric]:
         from dashboard.celery import app
 
-        queue = app.conf.task_default_queue
+        queues = sorted({q.name for q in app.conf.task_queues or ()} | {app.conf.task_default_queue})
         length = GaugeMetricFamily(
             "dashboard_celery_queue_length", "Tasks waiting in the Celery queue (Redis LLEN).", labels=["queue"]
         )
@@ -180,7 +180,8 @@ class StateCollector(Collector):
         try:
             client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=2, socket_timeout=2)
             with client:
-                length.add_metric([queue], client.llen(queue))
+                for queue in queues:
+                    length.add_metric([queue], client.llen(queue))
             redis_ok.add_metric([], 1)
         except redis.RedisError:
             log.warning("metrics: the broker did not answer")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 from cryptography.fernet import Fernet
+from kombu import Queue
 
 from dashboard.env import (
     ImproperlyConfiguredEnv,
@@ -281,6 +282,17 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+# Three queues, so that work of one kind never waits behind another: `polls` (polling, stream sync,
+# retention), `alerts` (evaluation and mail) and `actions` (writes to the provider). A worker started without
+# -Q consumes all three; on several hosts each can have workers of its own (`-Q polls`, `-Q alerts,actions`),
+# so a mail storm or a long bulk replay never delays polling.
+CELERY_TASK_QUEUES = (Queue("polls"), Queue("alerts"), Queue("actions"))
+CELERY_TASK_DEFAULT_QUEUE = "polls"
+CELERY_TASK_ROUTES = {
+    "dashboard.polling.tasks.*": {"queue": "polls"},
+    "dashboard.alerts.tasks.*": {"queue": "alerts"},
+    "dashboard.actions.tasks.*": {"queue": "actions"},
+}
 CELERY_BEAT_SCHEDULE = {
     "poll-history-head": {
         "task": "dashboard.polling.tasks.poll_all_sources",
