@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -187,14 +188,22 @@ def send_due_digests(now: datetime | None = None) -> list[int]:
 
 
 def lost_notifications(now: datetime | None = None) -> list[int]:
-    """Mails whose send task never ran or whose worker died mid-send."""
+    """Mails whose send task never ran or whose worker died mid-send: a row `sending` whose sender holds no
+    lease any more is found at the next sweep, not after STALE_CLAIM (its send task re-reads the accepted
+    marker first, so a mail the server took is recorded, never sent twice)."""
     now = now or timezone.now()
-    return list(
-        Notification.objects.filter(
-            Q(status=NotificationStatus.PENDING, next_attempt_at__lt=now - LOST_TASK_AFTER)
-            | Q(status=NotificationStatus.SENDING, claimed_at__lt=now - mail.STALE_CLAIM)
-        ).values_list("pk", flat=True)
-    )
+    lapsed = now - timedelta(seconds=settings.LOCK_LEASE_SECONDS)
+    found = Notification.objects.filter(
+        Q(status=NotificationStatus.PENDING, next_attempt_at__lt=now - LOST_TASK_AFTER)
+        | Q(status=NotificationStatus.SENDING, claimed_at__lt=lapsed)
+    ).values_list("pk", "status", "claimed_at")
+    return [
+        pk for pk, status, claimed_at in found
+        if status != NotificationStatus.SENDING
+        or claimed_at is None
+        or claimed_at < now - mail.STALE_CLAIM
+        or not mail.sender_alive(pk)
+    ]
 
 
 def sweep(now: datetime | None = None) -> list[int]:

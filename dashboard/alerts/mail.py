@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import smtplib
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.header import Header
@@ -16,9 +17,10 @@ from email.utils import make_msgid
 from typing import Any
 from urllib.parse import urlsplit
 
+import redis
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -36,6 +38,7 @@ from dashboard.alerts.models import (
 )
 from dashboard.deliveries.links import deliveries_list_query, deliveries_list_url
 from dashboard.deliveries.models import Delivery
+from dashboard.polling.locks import exclusive, is_held, redis_client
 from dashboard.sources.models import Source
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,10 @@ log = logging.getLogger(__name__)
 MAX_SEND_ATTEMPTS = 6
 # A row claimed this long ago whose worker never reported back (killed mid-send) may be claimed again.
 STALE_CLAIM = timedelta(minutes=10)
+# How long the marker that the SMTP server accepted a mail is kept (longer than any retry or sweep).
+ACCEPTED_MARKER_TTL = 14 * 86400
+# How long a sender keeps trying to record "sent" on the row when the database is away (a restart).
+RECORD_SENT_PATIENCE = 300.0
 # Serialises claims so that the hourly cap is counted exactly across workers.
 _CLAIM_LOCK = 0x616C657274  # "alert"
 CAPPED_KINDS = (NotificationKind.OPENED, NotificationKind.RESOLVED)
@@ -282,11 +289,16 @@ def sent_in_last_hour(now: datetime) -> int:
     )
 
 
-def claim(notification_id: int, now: datetime) -> Notification | None:
-    """Take the row for sending, or hold it back when the hourly cap is reached; None if not ours to send."""
+def claim(notification_id: int, now: datetime, *, sender_gone: bool = False) -> Notification | None:
+    """Take the row for sending, or hold it back when the hourly cap is reached; None if not ours to send.
+
+    `sender_gone`: the caller holds the mail's sending lock, so a row still `sending` has no live sender
+    (its worker died before the server's answer) and is taken at once, not after STALE_CLAIM."""
     claimable = Q(status=NotificationStatus.PENDING) | Q(
         status=NotificationStatus.SENDING, claimed_at__lt=now - STALE_CLAIM
     )
+    if sender_gone:
+        claimable |= Q(status=NotificationStatus.SENDING)
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CLAIM_LOCK])
@@ -351,32 +363,87 @@ def retry_delay(attempts: int) -> timedelta:
     return timedelta(seconds=min(3600, 30 * 2 ** max(0, attempts - 1)))
 
 
-def send_notification(notification_id: int, now: datetime | None = None) -> str:
-    """Send one claimed mail and record the result on the row; TransientSendError asks for a retry."""
-    now = now or timezone.now()
-    notification = claim(notification_id, now)
-    if notification is None:
-        return (
-            Notification.objects.filter(pk=notification_id).values_list("status", flat=True).first()
-            or "missing"
-        )
+def sending_lock_name(notification_id: int) -> str:
+    return f"mail:{notification_id}"
+
+
+def _accepted_key(notification_id: int) -> str | None:
+    """Keyed by the mail's Message-ID, unique to this mail, so no other database's row with the same id (a
+    restored backup, a test database) is ever taken for sent."""
+    message_id = Notification.objects.filter(pk=notification_id).values_list("message_id", flat=True).first()
+    return f"mail-accepted:{message_id}" if message_id else None
+
+
+def accepted_by_server(notification_id: int) -> bool:
+    """The SMTP server accepted this mail (the marker written right after its 250), whatever the row says."""
+    key = _accepted_key(notification_id)
     try:
-        as_email(notification).send(fail_silently=False)
-    except Exception as exc:  # noqa: BLE001 - every failure is recorded on the row, none is lost silently
-        error = f"{type(exc).__name__}: {exc}"[:2000]
-        retry = is_transient(exc) and notification.attempts < MAX_SEND_ATTEMPTS
-        Notification.objects.filter(pk=notification.pk, status=NotificationStatus.SENDING).update(
-            status=NotificationStatus.PENDING if retry else NotificationStatus.FAILED,
-            error=error,
-            next_attempt_at=now + retry_delay(notification.attempts) if retry else None,
-        )
-        log.warning("notification %s: attempt %d failed: %s", notification.pk, notification.attempts, error)
-        if retry:
-            raise TransientSendError(error) from exc
-        return NotificationStatus.FAILED
-    Notification.objects.filter(pk=notification.pk).update(
-        status=NotificationStatus.SENT, sent_at=now, error="", next_attempt_at=None
-    )
+        return key is not None and bool(redis_client().exists(key))
+    except redis.RedisError:
+        return False
+
+
+def _mark_accepted(notification: Notification) -> None:
+    try:
+        redis_client().set(f"mail-accepted:{notification.message_id}", "1", ex=ACCEPTED_MARKER_TTL)
+    except redis.RedisError as exc:
+        log.warning("notification %s: could not mark it accepted in Redis: %s", notification.pk, exc)
+
+
+def _record_sent(notification_id: int, now: datetime) -> None:
+    """The server accepted the mail: record it on the row, riding out a database restart — the mail is never
+    sent again, so the write must not be lost to one."""
+    deadline = time.monotonic() + RECORD_SENT_PATIENCE
+    while True:
+        try:
+            Notification.objects.filter(pk=notification_id).update(
+                status=NotificationStatus.SENT, sent_at=now, error="", next_attempt_at=None
+            )
+            return
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() > deadline or connection.in_atomic_block:
+                raise
+            log.warning("notification %s: sent, recording it waits for the database: %s", notification_id, exc)
+            connection.close()
+            time.sleep(1.0)
+
+
+def send_notification(notification_id: int, now: datetime | None = None) -> str:
+    """Send one claimed mail and record the result on the row; TransientSendError asks for a retry.
+
+    Exactly once: the sender holds the mail's lease lock from before its claim to after the row says `sent`,
+    so a row `sending` without a live holder had a sender that died before the server's answer, and is sent
+    again at once. A mail the server accepted is marked in Redis before its row is written, and the row write
+    waits out a database restart; a row left `sending` with that marker is recorded as sent, not re-sent."""
+    now = now or timezone.now()
+    with exclusive(sending_lock_name(notification_id)) as held:
+        if held is None:
+            return NotificationStatus.SENDING
+        if accepted_by_server(notification_id):
+            _record_sent(notification_id, now)
+            return NotificationStatus.SENT
+        notification = claim(notification_id, now, sender_gone=True)
+        if notification is None:
+            return (
+                Notification.objects.filter(pk=notification_id).values_list("status", flat=True).first()
+                or "missing"
+            )
+        try:
+            as_email(notification).send(fail_silently=False)
+        except Exception as exc:  # noqa: BLE001 - every failure is recorded on the row, none is lost silently
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+            retry = is_transient(exc) and notification.attempts < MAX_SEND_ATTEMPTS
+            Notification.objects.filter(pk=notification.pk, status=NotificationStatus.SENDING).update(
+                status=NotificationStatus.PENDING if retry else NotificationStatus.FAILED,
+                error=error,
+                next_attempt_at=now + retry_delay(notification.attempts) if retry else None,
+            )
+            log.warning("notification %s: attempt %d failed: %s", notification.pk, notification.attempts, error)
+            if retry:
+                raise TransientSendError(error) from exc
+            return NotificationStatus.FAILED
+        _mark_accepted(notification)
+        _record_sent(notification.pk, now)
     log.info(
         "notification %s sent to %d recipients: %s",
         notification.pk,
@@ -384,6 +451,13 @@ def send_notification(notification_id: int, now: datetime | None = None) -> str:
         notification.subject,
     )
     return NotificationStatus.SENT
+
+
+def sender_alive(notification_id: int) -> bool:
+    try:
+        return is_held(sending_lock_name(notification_id))
+    except redis.RedisError:
+        return True
 
 
 PREVIEWS = ("incident_opened", "incident_resolved", "digest", "test")

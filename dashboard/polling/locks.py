@@ -109,5 +109,10 @@ def exclusive(
                 log.warning("could not release lock %s: %s", name, exc)
 
 
+def is_held(name: str) -> bool:
+    """Somebody holds the lock now (a live holder renews it; a dead one's lapses within its lease)."""
+    return bool(redis_client().exists(f"lock:{name}"))
+
+
 def source_lock_name(source_id: int) -> str:
     return f"poll:{source_id}"

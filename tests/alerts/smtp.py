@@ -42,8 +42,8 @@ def free_port() -> int:
 
 
 @contextmanager
-def smtp_sink() -> Iterator[Sink]:
-    sink = Sink(port=free_port())
+def smtp_sink(kind: type[Sink] = Sink) -> Iterator[Sink]:
+    sink = kind(port=free_port())
     controller = Controller(sink, hostname="127.0.0.1", port=sink.port)
     controller.start()
     try:
