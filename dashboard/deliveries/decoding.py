@@ -30,6 +30,7 @@ PARAMS = 64
 NESTING = 8
 MAX_DATA_BYTES = 64 * 1024
 MAX_NAME_CHARS = 200
+CACHED_ABI_BYTES = 256 * 1024
 # Decoded arrays longer than this keep their first items; `Value.more` says how many were left out.
 ARRAY_ITEMS = 200
 
@@ -224,7 +225,8 @@ def read_abi(abi: Any) -> ContractAbi:
         key = orjson.dumps(abi[:ABI_ENTRIES], option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError):
         return _read_abi(abi)
-    return _read_abi_cached(key)
+    # A huge ABI is read each time rather than held in the cache.
+    return _read_abi_cached(key) if len(key) <= CACHED_ABI_BYTES else _read_abi(abi)
 
 
 @functools.lru_cache(maxsize=256)
