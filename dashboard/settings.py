@@ -10,10 +10,12 @@ from dashboard.env import (
     ImproperlyConfiguredEnv,
     env_bool,
     env_email_url,
+    env_fernet_keys,
     env_int,
     env_list,
     env_str,
     env_url,
+    fernet_key_from,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -187,6 +189,11 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 ALERT_EMAILS = env_list("ALERT_EMAILS", [])
 ALERT_MAX_MAILS_PER_HOUR = env_int("ALERT_MAX_MAILS_PER_HOUR", 30, minimum=1)
 ALERT_SWEEP_SECONDS = env_int("ALERT_SWEEP_SECONDS", 30, minimum=5, maximum=3600)
+# Alert channels' URLs and secrets are stored encrypted with these keys (dashboard/encryption.py); without
+# one, DEBUG derives a key from SECRET_KEY and production refuses to store or read a channel secret.
+SECRETS_ENCRYPTION_KEYS = env_fernet_keys("SECRETS_ENCRYPTION_KEY")
+if not SECRETS_ENCRYPTION_KEYS and DEBUG:
+    SECRETS_ENCRYPTION_KEYS = [fernet_key_from(SECRET_KEY)]
 
 # Celery: a broker is always configured; tests run tasks eagerly only where they say so.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
@@ -229,5 +236,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        # Apprise's own messages can quote a channel's URL or token; dashboard.alerts.channels captures
+        # them per send, scrubs the secrets and records them on the delivery row instead.
+        "apprise": {"level": "WARNING", "handlers": [], "propagate": False},
+    },
 }

@@ -1,4 +1,4 @@
-"""What people do to alerts from the admin or the alerts page: mute, resolve, send a test mail."""
+"""What people do to alerts from the admin or the alerts page: mute, resolve, send a test mail or message."""
 
 from __future__ import annotations
 
@@ -7,9 +7,16 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.alerts import evaluate, mail
-from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationStatus
-from dashboard.alerts.tasks import dispatch
+from dashboard.alerts import channels, evaluate, mail
+from dashboard.alerts.models import (
+    AlertRule,
+    Channel,
+    ChannelDelivery,
+    Incident,
+    Notification,
+    NotificationStatus,
+)
+from dashboard.alerts.tasks import dispatch, dispatch_channel_deliveries, dispatch_due_channel_deliveries
 
 MUTE_CHOICES = [(60, "1 hour"), (240, "4 hours"), (1440, "24 hours"), (10080, "7 days")]
 
@@ -36,6 +43,7 @@ def resolve(incidents: list[Incident], by: str, now: datetime | None = None) -> 
             resolved += 1
             if notification.status == NotificationStatus.PENDING:
                 dispatch([notification.pk])
+        dispatch_due_channel_deliveries()
     return resolved
 
 
@@ -45,3 +53,10 @@ def send_test(rule: AlertRule, now: datetime | None = None) -> Notification:
         if notification.status == NotificationStatus.PENDING:
             dispatch([notification.pk])
     return notification
+
+
+def send_channel_test(channel: Channel, now: datetime | None = None) -> ChannelDelivery:
+    with transaction.atomic():
+        delivery = channels.create_test(channel, now or timezone.now())
+        dispatch_channel_deliveries([delivery.pk])
+    return delivery

@@ -14,13 +14,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.alerts import conditions, mail
+from dashboard.alerts import channels, conditions, mail
 from dashboard.alerts.models import (
     DIGEST_PERIODS,
     HELD_DIGEST_PERIOD,
     AlertRule,
     Incident,
     Notification,
+    NotificationKind,
     NotificationStatus,
     TargetKind,
 )
@@ -122,6 +123,7 @@ def open_incident(rule: AlertRule, observation: conditions.Observation, now: dat
                 message_id=mail.new_message_id(),
             )
             notification = mail.create_opened(incident, now)
+            channels.create_for_transition(incident, NotificationKind.OPENED, now)
     except IntegrityError:
         # The partial unique index: another evaluator opened this incident a moment ago.
         return None
@@ -140,6 +142,8 @@ def resolve_incident(
             return None
         incident.resolved_at, incident.resolved_by = now, by[:150]
         log.info("incident %s resolved%s", incident.pk, f" by {by}" if by else "")
+        # A rule switched off still closes what it opened at PagerDuty or Opsgenie, so nobody is paged for it.
+        channels.create_for_transition(incident, NotificationKind.RESOLVED, now, pagers_only=not notify)
         return mail.create_resolved(incident, now) if notify else None
 
 

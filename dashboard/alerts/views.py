@@ -66,6 +66,7 @@ def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
             "nav": "alerts",
             "incident": incident,
             "notifications": notifications,
+            "channel_deliveries": incident.channel_deliveries.select_related("channel").order_by("created_at", "pk"),
             "deliveries": mail.deliveries_queries(incident),
         },
     )
