@@ -19,6 +19,7 @@ from dashboard.alerts.models import (
     ChannelDelivery,
     Condition,
     Incident,
+    IncidentEvent,
     Notification,
     NotificationStatus,
     Scope,
@@ -148,16 +149,41 @@ class ChannelDeliveryInline(admin.TabularInline):
         return False
 
 
+class IncidentEventInline(admin.TabularInline):
+    model = IncidentEvent
+    verbose_name_plural = "Timeline (acknowledge, assign, add notes and snooze on the incident's page: View on site)"
+    fields = ("created_at", "kind", "actor", "text")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Incident)
 class IncidentAdmin(admin.ModelAdmin):
-    list_display = ("summary", "rule", "opened_at", "clear_since", "resolved_at", "resolved_by")
-    list_filter = ("rule", ("resolved_at", admin.EmptyFieldListFilter))
-    list_select_related = ("rule",)
+    list_display = (
+        "summary", "rule", "opened_at", "acknowledged_by", "assignee", "snoozed_until", "resolved_at", "resolved_by"
+    )
+    list_filter = (
+        "rule",
+        ("resolved_at", admin.EmptyFieldListFilter),
+        ("acknowledged_at", admin.EmptyFieldListFilter),
+        "assignee",
+    )
+    list_select_related = ("rule", "assignee")
     search_fields = ("summary", "stream_id", "label")
     date_hierarchy = "opened_at"
     readonly_fields = [f.name for f in Incident._meta.fields]
-    inlines = [NotificationInline, ChannelDeliveryInline]
-    actions = ["resolve"]
+    inlines = [IncidentEventInline, NotificationInline, ChannelDeliveryInline]
+    actions = ["acknowledge", "resolve"]
+
+    @admin.action(description="Acknowledge (digests stop listing them)")
+    def acknowledge(self, request: HttpRequest, queryset: QuerySet[Incident]) -> None:
+        by = request.user.get_username()
+        count = sum(actions.acknowledge(incident, by=by) for incident in queryset.filter(resolved_at__isnull=True))
+        self.message_user(request, f"Acknowledged {count} incident(s).")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -175,13 +175,15 @@ def send_due_digests(now: datetime | None = None) -> list[int]:
             digest_sent_at=now
         ):
             continue
+        # Acknowledged and snoozed incidents have someone on them: the digest stops nagging about them.
         still_failing = (
-            list(rule.incidents.open().select_related("rule").order_by("opened_at")) if rule.enabled else []
+            list(rule.incidents.unattended(now).select_related("rule").order_by("opened_at")) if rule.enabled else []
         )
+        attended = rule.incidents.open().count() - len(still_failing) if rule.enabled else 0
         if not still_failing and not held:
             continue
         with transaction.atomic():
-            digest = mail.create_digest(rule, still_failing, held, now)
+            digest = mail.create_digest(rule, still_failing, held, now, attended=attended)
             Notification.objects.filter(pk__in=[n.pk for n in held], status=NotificationStatus.HELD).update(
                 status=NotificationStatus.DIGESTED, digest=digest
             )

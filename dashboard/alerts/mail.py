@@ -251,13 +251,14 @@ def create_test(rule: AlertRule, now: datetime, recipients: list[str] | None = N
 
 
 def create_digest(
-    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime
+    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime, *, attended: int = 0
 ) -> Notification:
-    return _create(rule, NotificationKind.DIGEST, render_mail("digest", digest_context(rule, incidents, held, now)), now)
+    context = digest_context(rule, incidents, held, now, attended=attended)
+    return _create(rule, NotificationKind.DIGEST, render_mail("digest", context), now)
 
 
 def digest_context(
-    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime
+    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime, *, attended: int = 0
 ) -> dict[str, Any]:
     """A held-back mail is the reader's only news of its incident, so it carries the incident's facts; an
     open incident already shown with its held mail is not listed a second time under "still failing"."""
@@ -265,6 +266,8 @@ def digest_context(
     return {
         "rule": rule,
         "open_count": len(incidents),
+        # Open, but acknowledged or snoozed: counted, not listed.
+        "attended": attended,
         "incidents": [incident_context(i) for i in incidents if i.pk not in shown],
         "held": [
             {"notification": n, "item": incident_context(n.incident) if n.incident is not None else None}

@@ -149,6 +149,10 @@ class IncidentQuerySet(models.QuerySet["Incident"]):
     def open(self) -> IncidentQuerySet:
         return self.filter(resolved_at__isnull=True)
 
+    def unattended(self, now: datetime) -> IncidentQuerySet:
+        """Open incidents nobody has acknowledged or snoozed: what a digest still nags about."""
+        return self.open().filter(acknowledged_at__isnull=True).exclude(snoozed_until__gt=now)
+
 
 class Incident(models.Model):
     """A period during which a rule held for one target (a stream, a webhook URL or a source)."""
@@ -173,6 +177,16 @@ class Incident(models.Model):
     resolved_by = models.CharField(max_length=150, blank=True, help_text="Empty when the condition cleared.")
     # The opening mail's Message-ID; the resolution mail replies to it.
     message_id = models.CharField(max_length=255)
+    # The workflow: who owns it, who said they are on it, and until when it is quiet. Each change is also an
+    # IncidentEvent on the timeline.
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.CharField(max_length=150, blank=True)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    snoozed_until = models.DateTimeField(
+        null=True, blank=True, help_text="Left out of digests until then, like an acknowledged incident."
+    )
 
     objects = IncidentQuerySet.as_manager()
 
@@ -195,6 +209,32 @@ class Incident(models.Model):
     @property
     def is_open(self) -> bool:
         return self.resolved_at is None
+
+
+class IncidentEventKind(models.TextChoices):
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    ASSIGNED = "assigned", "Assigned"
+    NOTE = "note", "Note"
+    SNOOZED = "snoozed", "Snoozed"
+    UNSNOOZED = "unsnoozed", "Snooze ended"
+
+
+class IncidentEvent(models.Model):
+    """One thing a person did to an incident, for its timeline; append-only."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=16, choices=IncidentEventKind.choices)
+    # Kept as text: the timeline outlives the user account.
+    actor = models.CharField(max_length=150)
+    text = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["incident", "created_at"], name="incident_event_incident")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} by {self.actor}"
 
 
 class NotificationKind(models.TextChoices):
