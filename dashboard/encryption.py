@@ -85,9 +85,23 @@ def valid_key(text: str) -> bool:
     return True
 
 
+# (table, column) of every column holding secrets encrypted here, registered by the app that owns it, so that
+# `rotate_secrets` re-encrypts them all without knowing the apps.
+ENCRYPTED_COLUMNS: set[tuple[str, str]] = set()
+
+
+def register_column(table: str, column: str) -> None:
+    ENCRYPTED_COLUMNS.add((table, column))
+
+
 class EncryptedTextField(models.TextField):  # type: ignore[type-arg]
     """A text column holding `fernet:<token>`; the model attribute is the plain text. Never filter on it:
     the same secret encrypts differently each time."""
+
+    def contribute_to_class(self, cls: Any, name: str, private_only: bool = False) -> None:
+        super().contribute_to_class(cls, name, private_only)
+        if not cls._meta.abstract and cls.__module__ != "__fake__":
+            register_column(cls._meta.db_table, self.get_attname_column()[1] or name)
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> str | None:
         if value is None:

@@ -71,6 +71,23 @@ def env_networks(name: str) -> list[IPv4Network | IPv6Network]:
     return networks
 
 
+def env_fernet_keys(name: str) -> list[str]:
+    """Comma-separated Fernet keys (the first encrypts, all decrypt, so a key can be rotated in)."""
+    from cryptography.fernet import Fernet
+
+    keys = env_list(name, [])
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except (ValueError, TypeError):
+            # Never echo a key, not even a malformed one.
+            raise ImproperlyConfiguredEnv(
+                f"{name}: key {position} is not a Fernet key (32 url-safe base64-encoded bytes; "
+                "make one with: python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')"
+            ) from None
+    return keys
+
+
 def env_url(name: str, default: str, *, schemes: tuple[str, ...] = ("http", "https")) -> str:
     raw = env_str(name, default)
     parts = urlsplit(raw)

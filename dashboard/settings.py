@@ -6,13 +6,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
-from cryptography.fernet import Fernet
 from kombu import Queue
 
 from dashboard.env import (
     ImproperlyConfiguredEnv,
     env_bool,
     env_email_url,
+    env_fernet_keys,
     env_int,
     env_list,
     env_networks,
@@ -28,16 +28,9 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfiguredEnv("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
-# Fernet keys for secrets stored in the database (API keys), newest first; see dashboard/encryption.py.
-ENCRYPTION_KEYS = env_list("ENCRYPTION_KEYS", [])
-for _key in ENCRYPTION_KEYS:
-    try:
-        Fernet(_key.encode())
-    except (ValueError, TypeError):
-        raise ImproperlyConfiguredEnv(
-            "ENCRYPTION_KEYS must list Fernet keys (32 url-safe base64 bytes each; "
-            "make one with `python manage.py rotate_secrets --new-key`)"
-        ) from None
+# Fernet keys for secrets stored in the database (API keys, alert channels' URLs and secrets), newest first;
+# see dashboard/encryption.py.
+ENCRYPTION_KEYS = env_fernet_keys("ENCRYPTION_KEYS")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1"] if DEBUG else [])
 SITE_URL = env_url("SITE_URL", "http://localhost:8000")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [SITE_URL])
@@ -340,5 +333,12 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        # Apprise's own messages can quote a channel's URL or token; dashboard.alerts.channels captures
+        # them per send, scrubs the secrets and records them on the delivery row instead.
+        "apprise": {"level": "WARNING", "handlers": [], "propagate": False},
+    },
 }

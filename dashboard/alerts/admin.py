@@ -5,14 +5,25 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.core.validators import validate_email
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from dashboard.alerts import actions
-from dashboard.alerts.models import AlertRule, Condition, Incident, Notification, NotificationStatus, Scope
+from dashboard import encryption
+from dashboard.alerts import actions, channels
+from dashboard.alerts.models import (
+    AlertRule,
+    Channel,
+    ChannelDelivery,
+    Condition,
+    Incident,
+    IncidentEvent,
+    Notification,
+    NotificationStatus,
+    Scope,
+)
 from dashboard.alerts.tasks import dispatch
 
 
@@ -23,6 +34,7 @@ class AlertRuleForm(forms.ModelForm):
             "name",
             "enabled",
             "recipients",
+            "channels",
             "digest",
             "muted_until",
             "scope",
@@ -72,8 +84,9 @@ class AlertRuleAdmin(admin.ModelAdmin):
     list_display = ("name", "enabled", "condition", "scope", "scope_value", "digest", "muted_until")
     list_filter = ("enabled", "condition", "scope")
     search_fields = ("name",)
+    filter_horizontal = ("channels",)
     fieldsets = (
-        (None, {"fields": ("name", "enabled", "recipients", "digest", "muted_until")}),
+        (None, {"fields": ("name", "enabled", "recipients", "channels", "digest", "muted_until")}),
         ("Scope", {"fields": ("scope", "scope_value")}),
         (
             "Condition",
@@ -125,16 +138,52 @@ class NotificationInline(admin.TabularInline):
         return False
 
 
+class ChannelDeliveryInline(admin.TabularInline):
+    model = ChannelDelivery
+    fields = ("created_at", "channel", "kind", "status", "attempts", "sent_at", "error")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class IncidentEventInline(admin.TabularInline):
+    model = IncidentEvent
+    verbose_name_plural = "Timeline (acknowledge, assign, add notes and snooze on the incident's page: View on site)"
+    fields = ("created_at", "kind", "actor", "text")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Incident)
 class IncidentAdmin(admin.ModelAdmin):
-    list_display = ("summary", "rule", "opened_at", "clear_since", "resolved_at", "resolved_by")
-    list_filter = ("rule", ("resolved_at", admin.EmptyFieldListFilter))
-    list_select_related = ("rule",)
+    list_display = (
+        "summary", "rule", "opened_at", "acknowledged_by", "assignee", "snoozed_until", "resolved_at", "resolved_by"
+    )
+    list_filter = (
+        "rule",
+        ("resolved_at", admin.EmptyFieldListFilter),
+        ("acknowledged_at", admin.EmptyFieldListFilter),
+        "assignee",
+    )
+    list_select_related = ("rule", "assignee")
     search_fields = ("summary", "stream_id", "label")
     date_hierarchy = "opened_at"
     readonly_fields = [f.name for f in Incident._meta.fields]
-    inlines = [NotificationInline]
-    actions = ["resolve"]
+    inlines = [IncidentEventInline, NotificationInline, ChannelDeliveryInline]
+    actions = ["acknowledge", "resolve"]
+
+    @admin.action(description="Acknowledge (digests stop listing them)")
+    def acknowledge(self, request: HttpRequest, queryset: QuerySet[Incident]) -> None:
+        by = request.user.get_username()
+        count = sum(actions.acknowledge(incident, by=by) for incident in queryset.filter(resolved_at__isnull=True))
+        self.message_user(request, f"Acknowledged {count} incident(s).")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -168,3 +217,115 @@ class NotificationAdmin(admin.ModelAdmin):
         )
         dispatch(ids)
         self.message_user(request, f"{len(ids)} failed mail(s) queued again.")
+
+
+class ChannelForm(forms.ModelForm):
+    """URL and secret are write-only: typed into password fields, stored encrypted, never rendered back."""
+
+    new_url = forms.CharField(
+        label="URL",
+        required=False,
+        strip=True,
+        max_length=2000,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Slack, Teams, Discord: the webhook URL the service gives you, or any Apprise URL "
+        "(slack://…, msteams://…, discord://…, json://…). Webhook: the URL to POST to. PagerDuty, Opsgenie: "
+        "empty for the service's API (US region), or its endpoint (e.g. https://api.eu.opsgenie.com/v2/alerts).",
+    )
+    new_secret = forms.CharField(
+        label="Secret",
+        required=False,
+        strip=True,
+        max_length=500,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Webhook: the signing secret (16 characters or more). PagerDuty: the Events API v2 "
+        "integration's routing key. Opsgenie: the API integration's key. Unused by the other kinds.",
+    )
+
+    class Meta:
+        model = Channel
+        fields = ("name", "kind", "enabled")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            stored = "A URL is stored" if self.instance.url_encrypted else "No URL is stored"
+            self.fields["new_url"].help_text = (
+                f"{stored}{f' ({self.instance.url_hint})' if self.instance.url_hint else ''}: leave empty to "
+                f"keep it, type a new one to replace it. " + str(self.fields["new_url"].help_text)
+            )
+            stored = "A secret is stored" if self.instance.secret_encrypted else "No secret is stored"
+            self.fields["new_secret"].help_text = (
+                f"{stored}: leave empty to keep it. " + str(self.fields["new_secret"].help_text)
+            )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        kind = data.get("kind")
+        if not kind:
+            return data
+        new_url, new_secret = data.get("new_url") or "", data.get("new_secret") or ""
+        try:
+            if new_url or new_secret:
+                encryption.encrypt("probe")  # no key configured: say so here rather than fail on save
+            # What the channel would use: the new values, or those stored. Decrypted only to be checked.
+            url = new_url or (encryption.decrypt(self.instance.url_encrypted) if self.instance.pk else "")
+            secret = new_secret or (
+                encryption.decrypt(self.instance.secret_encrypted) if self.instance.pk else ""
+            )
+        except (encryption.UnreadableSecret, ImproperlyConfigured) as exc:
+            raise ValidationError(str(exc)) from None
+        errors = channels.check_settings(kind, url, secret)
+        if errors:
+            raise ValidationError(errors)
+        return data
+
+    def save(self, commit: bool = True) -> Channel:
+        channel: Channel = super().save(commit=False)
+        changed_kind = "kind" in self.changed_data
+        url = self.cleaned_data.get("new_url") or None
+        if url is None and changed_kind and channel.url_encrypted:
+            # The hint names the service the kind reads from the URL.
+            url = encryption.decrypt(channel.url_encrypted)
+        channels.store_settings(channel, url=url, secret=self.cleaned_data.get("new_secret") or None)
+        if commit:
+            channel.save()
+        return channel
+
+
+@admin.register(Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    form = ChannelForm
+    list_display = ("name", "kind", "enabled", "url_hint", "last_attempt_at", "last_attempt_ok", "last_attempt_result")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name",)
+    readonly_fields = ("url_hint", "last_attempt_at", "last_attempt_ok", "last_attempt_result", "created_at")
+    fieldsets = (
+        (None, {"fields": ("name", "kind", "enabled", "new_url", "url_hint", "new_secret")}),
+        ("Last delivery", {"fields": ("last_attempt_at", "last_attempt_ok", "last_attempt_result")}),
+    )
+    actions = ["send_test"]
+
+    @admin.action(description="Send a test message")
+    def send_test(self, request: HttpRequest, queryset: QuerySet[Channel]) -> None:
+        for channel in queryset[:20]:
+            actions.send_channel_test(channel)
+            self.message_user(
+                request,
+                f"“{channel}”: test message queued; its result shows under Last delivery in a few seconds.",
+            )
+
+
+@admin.register(ChannelDelivery)
+class ChannelDeliveryAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "channel", "kind", "status", "incident", "attempts", "sent_at", "error")
+    list_filter = ("status", "kind", "channel")
+    list_select_related = ("channel", "incident")
+    date_hierarchy = "created_at"
+    readonly_fields = [f.name for f in ChannelDelivery._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

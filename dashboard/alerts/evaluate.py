@@ -15,13 +15,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.alerts import conditions, mail
+from dashboard.alerts import channels, conditions, mail
 from dashboard.alerts.models import (
     DIGEST_PERIODS,
     HELD_DIGEST_PERIOD,
     AlertRule,
     Incident,
     Notification,
+    NotificationKind,
     NotificationStatus,
     TargetKind,
 )
@@ -123,6 +124,7 @@ def open_incident(rule: AlertRule, observation: conditions.Observation, now: dat
                 message_id=mail.new_message_id(),
             )
             notification = mail.create_opened(incident, now)
+            channels.create_for_transition(incident, NotificationKind.OPENED, now)
     except IntegrityError:
         # The partial unique index: another evaluator opened this incident a moment ago.
         return None
@@ -141,6 +143,8 @@ def resolve_incident(
             return None
         incident.resolved_at, incident.resolved_by = now, by[:150]
         log.info("incident %s resolved%s", incident.pk, f" by {by}" if by else "")
+        # A rule switched off still closes what it opened at PagerDuty or Opsgenie, so nobody is paged for it.
+        channels.create_for_transition(incident, NotificationKind.RESOLVED, now, pagers_only=not notify)
         return mail.create_resolved(incident, now) if notify else None
 
 
@@ -172,13 +176,15 @@ def send_due_digests(now: datetime | None = None) -> list[int]:
             digest_sent_at=now
         ):
             continue
+        # Acknowledged and snoozed incidents have someone on them: the digest stops nagging about them.
         still_failing = (
-            list(rule.incidents.open().select_related("rule").order_by("opened_at")) if rule.enabled else []
+            list(rule.incidents.unattended(now).select_related("rule").order_by("opened_at")) if rule.enabled else []
         )
+        attended = rule.incidents.open().count() - len(still_failing) if rule.enabled else 0
         if not still_failing and not held:
             continue
         with transaction.atomic():
-            digest = mail.create_digest(rule, still_failing, held, now)
+            digest = mail.create_digest(rule, still_failing, held, now, attended=attended)
             Notification.objects.filter(pk__in=[n.pk for n in held], status=NotificationStatus.HELD).update(
                 status=NotificationStatus.DIGESTED, digest=digest
             )

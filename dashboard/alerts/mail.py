@@ -137,7 +137,7 @@ def _group_link(target: dict[str, str], group_id: int) -> str:
     return absolute(deliveries_list_url(**target, status=FAILING, group=group_id))
 
 
-def _incident_context(incident: Incident) -> dict[str, Any]:
+def incident_context(incident: Incident) -> dict[str, Any]:
     details = dict(incident.details)
     target = _target_filter(incident)
     details["error_groups"] = [
@@ -194,15 +194,15 @@ def _create(
 
 
 def create_opened(incident: Incident, now: datetime) -> Notification:
-    mail = render_mail("incident_opened", _incident_context(incident))
+    mail = render_mail("incident_opened", incident_context(incident))
     return _create(
         incident.rule, NotificationKind.OPENED, mail, now, incident=incident, message_id=incident.message_id
     )
 
 
-def create_resolved(incident: Incident, now: datetime) -> Notification:
-    opened = incident.notifications.filter(kind=NotificationKind.OPENED).select_related("digest").first()
-    context = _incident_context(incident)
+def resolved_context(incident: Incident, now: datetime) -> dict[str, Any]:
+    """What a resolution message says, by mail or to a channel."""
+    context = incident_context(incident)
     context["duration"] = (incident.resolved_at or now) - incident.opened_at
     if incident.target_kind == TargetKind.SOURCE:
         # The facts below are those of the opening; say that polling works again now.
@@ -220,7 +220,12 @@ def create_resolved(incident: Incident, now: datetime) -> Notification:
             .still_retrying()
             .count()
         )
-    mail = render_mail("incident_resolved", context)
+    return context
+
+
+def create_resolved(incident: Incident, now: datetime) -> Notification:
+    opened = incident.notifications.filter(kind=NotificationKind.OPENED).select_related("digest").first()
+    mail = render_mail("incident_resolved", resolved_context(incident, now))
     # An opening that went out only inside a digest: the reader has the digest, so reply to that.
     replied = opened.digest if opened is not None and opened.digest is not None else None
     notification = _create(
@@ -253,13 +258,14 @@ def create_test(rule: AlertRule, now: datetime, recipients: list[str] | None = N
 
 
 def create_digest(
-    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime
+    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime, *, attended: int = 0
 ) -> Notification:
-    return _create(rule, NotificationKind.DIGEST, render_mail("digest", digest_context(rule, incidents, held, now)), now)
+    context = digest_context(rule, incidents, held, now, attended=attended)
+    return _create(rule, NotificationKind.DIGEST, render_mail("digest", context), now)
 
 
 def digest_context(
-    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime
+    rule: AlertRule, incidents: list[Incident], held: list[Notification], now: datetime, *, attended: int = 0
 ) -> dict[str, Any]:
     """A held-back mail is the reader's only news of its incident, so it carries the incident's facts; an
     open incident already shown with its held mail is not listed a second time under "still failing"."""
@@ -267,9 +273,11 @@ def digest_context(
     return {
         "rule": rule,
         "open_count": len(incidents),
-        "incidents": [_incident_context(i) for i in incidents if i.pk not in shown],
+        # Open, but acknowledged or snoozed: counted, not listed.
+        "attended": attended,
+        "incidents": [incident_context(i) for i in incidents if i.pk not in shown],
         "held": [
-            {"notification": n, "item": _incident_context(n.incident) if n.incident is not None else None}
+            {"notification": n, "item": incident_context(n.incident) if n.incident is not None else None}
             for n in held
         ],
         "now": now,
@@ -519,9 +527,9 @@ def preview(name: str, now: datetime | None = None) -> RenderedMail:
         message_id="<preview@localhost>",
     )
     if name == "incident_opened":
-        return render_mail(name, _incident_context(incident))
+        return render_mail(name, incident_context(incident))
     if name == "incident_resolved":
-        return render_mail(name, {**_incident_context(incident), "duration": now - incident.opened_at})
+        return render_mail(name, {**incident_context(incident), "duration": now - incident.opened_at})
     if name == "digest":
         held = [
             Notification(

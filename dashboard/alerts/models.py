@@ -9,12 +9,15 @@ evaluators can therefore never produce a second mail for the same transition.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+
+from dashboard.encryption import register_column
 
 
 class Scope(models.TextChoices):
@@ -86,6 +89,12 @@ class AlertRule(models.Model):
         "always go out in the next hourly digest.",
     )
     muted_until = models.DateTimeField(null=True, blank=True)
+    channels: models.ManyToManyField[Channel, Any] = models.ManyToManyField(
+        "Channel",
+        blank=True,
+        related_name="rules",
+        help_text="Also notify these channels (Slack, Teams, PagerDuty, a webhook…) of openings and resolutions.",
+    )
     digest_sent_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -142,6 +151,10 @@ class IncidentQuerySet(models.QuerySet["Incident"]):
     def open(self) -> IncidentQuerySet:
         return self.filter(resolved_at__isnull=True)
 
+    def unattended(self, now: datetime) -> IncidentQuerySet:
+        """Open incidents nobody has acknowledged or snoozed: what a digest still nags about."""
+        return self.open().filter(acknowledged_at__isnull=True).exclude(snoozed_until__gt=now)
+
 
 class Incident(models.Model):
     """A period during which a rule held for one target (a stream, a webhook URL or a source)."""
@@ -166,6 +179,16 @@ class Incident(models.Model):
     resolved_by = models.CharField(max_length=150, blank=True, help_text="Empty when the condition cleared.")
     # The opening mail's Message-ID; the resolution mail replies to it.
     message_id = models.CharField(max_length=255)
+    # The workflow: who owns it, who said they are on it, and until when it is quiet. Each change is also an
+    # IncidentEvent on the timeline.
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.CharField(max_length=150, blank=True)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    snoozed_until = models.DateTimeField(
+        null=True, blank=True, help_text="Left out of digests until then, like an acknowledged incident."
+    )
 
     objects = IncidentQuerySet.as_manager()
 
@@ -188,6 +211,32 @@ class Incident(models.Model):
     @property
     def is_open(self) -> bool:
         return self.resolved_at is None
+
+
+class IncidentEventKind(models.TextChoices):
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    ASSIGNED = "assigned", "Assigned"
+    NOTE = "note", "Note"
+    SNOOZED = "snoozed", "Snoozed"
+    UNSNOOZED = "unsnoozed", "Snooze ended"
+
+
+class IncidentEvent(models.Model):
+    """One thing a person did to an incident, for its timeline; append-only."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=16, choices=IncidentEventKind.choices)
+    # Kept as text: the timeline outlives the user account.
+    actor = models.CharField(max_length=150)
+    text = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["incident", "created_at"], name="incident_event_incident")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} by {self.actor}"
 
 
 class NotificationKind(models.TextChoices):
@@ -257,6 +306,99 @@ class Notification(models.Model):
     def status_class(self) -> str:
         """The page's status badge: green sent, red failed, amber anything still in flight or held."""
         if self.status in (NotificationStatus.SENT, NotificationStatus.DIGESTED):
+            return "status-delivered"
+        if self.status == NotificationStatus.FAILED:
+            return "status-failed"
+        return "status-retrying"
+
+
+class ChannelKind(models.TextChoices):
+    SLACK = "slack", "Slack"
+    TEAMS = "msteams", "Microsoft Teams"
+    DISCORD = "discord", "Discord"
+    APPRISE = "apprise", "Other (any Apprise URL)"
+    WEBHOOK = "webhook", "JSON webhook, signed (HMAC-SHA256)"
+    PAGERDUTY = "pagerduty", "PagerDuty (Events API v2)"
+    OPSGENIE = "opsgenie", "Opsgenie (Alert API)"
+
+
+# Kinds sent through Apprise: the URL is an Apprise URL or the service's own webhook URL.
+APPRISE_KINDS = (ChannelKind.SLACK, ChannelKind.TEAMS, ChannelKind.DISCORD, ChannelKind.APPRISE)
+# Kinds whose incidents are opened and resolved at the service under our incident's key.
+PAGER_KINDS = (ChannelKind.PAGERDUTY, ChannelKind.OPSGENIE)
+
+
+class Channel(models.Model):
+    """Somewhere besides email that alert rules notify. URL and secret are stored encrypted, never shown."""
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=16, choices=ChannelKind.choices)
+    enabled = models.BooleanField(default=True)
+    # Fernet tokens (dashboard.encryption): the URL can carry the token itself (Slack, Teams, Discord).
+    url_encrypted = models.TextField(blank=True, editable=False)
+    secret_encrypted = models.TextField(blank=True, editable=False)
+    # Scheme and host of the URL, for lists and messages: never a path, query or credential.
+    url_hint = models.CharField(max_length=300, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # The last attempt's outcome, whatever it was for (an incident or a test).
+    last_attempt_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_attempt_ok = models.BooleanField(null=True, editable=False)
+    last_attempt_result = models.CharField(max_length=500, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+
+# Channel secrets are encrypted by dashboard.alerts.channels; `rotate_secrets` re-encrypts them with the rest.
+register_column(Channel._meta.db_table, "url_encrypted")
+register_column(Channel._meta.db_table, "secret_encrypted")
+
+class ChannelDelivery(models.Model):
+    """One message to one channel: an incident's opening or resolution, or a test.
+
+    Written in the transaction of the transition, sent only by the worker that claims it with a conditional
+    UPDATE, like a Notification row. The payload is fixed when the row is written, so every retry sends the
+    same message.
+    """
+
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    incident = models.ForeignKey(
+        Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="channel_deliveries"
+    )
+    kind = models.CharField(max_length=16, choices=NotificationKind.choices)
+    status = models.CharField(
+        max_length=16, choices=NotificationStatus.choices, default=NotificationStatus.PENDING
+    )
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # One opening and one resolution per incident and channel, whoever writes them.
+            models.UniqueConstraint(
+                fields=["incident", "kind", "channel"],
+                condition=Q(kind__in=["opened", "resolved"]),
+                name="channel_delivery_one_per_transition",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="channel_delivery_status")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} to {self.channel_id}"
+
+    @property
+    def status_class(self) -> str:
+        if self.status == NotificationStatus.SENT:
             return "status-delivered"
         if self.status == NotificationStatus.FAILED:
             return "status-failed"

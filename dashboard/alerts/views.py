@@ -15,8 +15,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.access import staff_required, viewer_required
 from dashboard.alerts import actions, mail
-from dashboard.alerts.forms import MuteForm
+from dashboard.alerts.forms import AssignForm, MuteForm, NoteForm, SnoozeForm
 from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationStatus
+from dashboard.alerts.timeline import timeline
 
 RECENT_NOTIFICATIONS = 30
 RECENT_INCIDENTS = 20
@@ -59,15 +60,22 @@ def rule_list(request: HttpRequest) -> HttpResponse:
 
 @viewer_required
 def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
-    incident = get_object_or_404(Incident.objects.select_related("rule"), pk=incident_id)
+    incident = get_object_or_404(Incident.objects.select_related("rule", "assignee"), pk=incident_id)
     notifications = incident.notifications.defer("body_html").order_by("created_at")
+    now = timezone.now()
     return render(
         request,
         "alerts/incident.html",
         {
             "nav": "alerts",
             "incident": incident,
+            "timeline": timeline(incident, now),
+            "snoozed": incident.snoozed_until is not None and incident.snoozed_until > now,
+            "assign_form": AssignForm(initial={"assignee": incident.assignee_id}),
+            "note_form": NoteForm(),
+            "snooze_form": SnoozeForm(),
             "notifications": notifications,
+            "channel_deliveries": incident.channel_deliveries.select_related("channel").order_by("created_at", "pk"),
             "deliveries": mail.deliveries_queries(incident),
         },
     )
@@ -170,3 +178,71 @@ def resolve_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
     else:
         messages.info(request, "The incident was already resolved.")
     return redirect("alerts:incident", incident_id=incident.pk)
+
+
+def _incident_or_404(incident_id: int) -> Incident:
+    return get_object_or_404(Incident, pk=incident_id)
+
+
+def _back(incident: Incident) -> HttpResponse:
+    return redirect("alerts:incident", incident_id=incident.pk)
+
+
+@require_POST
+@staff_required
+def acknowledge_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
+    incident = _incident_or_404(incident_id)
+    if actions.acknowledge(incident, by=request.user.get_username()):
+        messages.success(request, "Acknowledged: digests stop listing this incident.")
+    else:
+        messages.info(request, "The incident was already acknowledged or is resolved.")
+    return _back(incident)
+
+
+@require_POST
+@staff_required
+def assign_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
+    incident = _incident_or_404(incident_id)
+    form = AssignForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Choose a staff member to assign the incident to, or nobody.")
+    assignee = form.cleaned_data["assignee"]
+    if actions.assign(incident, assignee, by=request.user.get_username()):
+        messages.success(request, f"Assigned to {assignee.get_username()}." if assignee else "Unassigned.")
+    return _back(incident)
+
+
+@require_POST
+@staff_required
+def add_note(request: HttpRequest, incident_id: int) -> HttpResponse:
+    incident = _incident_or_404(incident_id)
+    form = NoteForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("A note needs some text, at most 5000 characters.")
+    actions.add_note(incident, form.cleaned_data["text"], by=request.user.get_username())
+    messages.success(request, "Note added.")
+    return _back(incident)
+
+
+@require_POST
+@staff_required
+def snooze_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
+    incident = _incident_or_404(incident_id)
+    form = SnoozeForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Choose how long to snooze the incident for.")
+    until = actions.snooze(incident, form.cleaned_data["minutes"], by=request.user.get_username())
+    if until is None:
+        messages.info(request, "The incident is resolved; there is nothing to snooze.")
+    else:
+        messages.success(request, f"Snoozed until {until:%Y-%m-%d %H:%M} UTC: digests leave it out until then.")
+    return _back(incident)
+
+
+@require_POST
+@staff_required
+def unsnooze_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
+    incident = _incident_or_404(incident_id)
+    if actions.unsnooze(incident, by=request.user.get_username()):
+        messages.success(request, "Snooze ended.")
+    return _back(incident)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.core import mail as outbox
 from django.db import connection
 
 from dashboard.alerts import evaluate
-from dashboard.alerts.mail import send_notification
+from dashboard.alerts.mail import TransientSendError, send_notification
 from dashboard.alerts.models import Incident, Notification, NotificationStatus
 from tests.alerts.factories import failures, fixed_now, make_rule, make_source
 
@@ -99,3 +99,57 @@ def test_the_cap_is_exact_under_concurrency(settings) -> None:  # type: ignore[n
 
     assert len(outbox.outbox) == 3
     assert Notification.objects.filter(status=NotificationStatus.HELD).count() == 5
+
+
+def test_workers_at_once_send_one_opening_and_one_resolution_per_channel() -> None:
+    from dashboard.alerts import channels
+    from dashboard.alerts.models import Channel, ChannelDelivery, ChannelKind
+    from tests.alerts.receiver import receiver
+
+    now = fixed_now()
+    source = make_source()
+    rule = make_rule(recipients="", window_minutes=5, grace_minutes=1)
+    with receiver() as server:
+        hook = Channel(name="hook", kind=ChannelKind.WEBHOOK)
+        channels.store_settings(hook, url=server.url + "/hook", secret="whsec-0123456789abcdef")
+        slack = Channel(name="slack stand-in", kind=ChannelKind.SLACK)
+        channels.store_settings(slack, url=server.url.replace("http://", "json://") + "/slack", secret=None)
+        hook.save()
+        slack.save()
+        rule.channels.set([hook, slack])
+        # The first attempt to the webhook fails: the retry must still deliver it exactly once.
+        server.answers = [500]
+        failures(source, now, 2)
+
+        def worker_at(at: datetime) -> Callable[[], None]:
+            def work() -> None:
+                evaluate.sweep(at)
+                for delivery_id in channels.to_dispatch(at):
+                    try:
+                        channels.send_delivery(delivery_id, at)
+                    except TransientSendError:
+                        pass
+                # A redelivered task for every row finds nothing left to send.
+                for delivery_id in ChannelDelivery.objects.values_list("pk", flat=True):
+                    try:
+                        channels.send_delivery(delivery_id, at)
+                    except TransientSendError:
+                        pass
+
+            return work
+
+        assert at_once(worker_at(now)) == []
+        assert at_once(worker_at(now + timedelta(minutes=3))) == []  # the webhook's retry is due
+        assert at_once(worker_at(now + timedelta(minutes=6))) == []  # clear since
+        assert at_once(worker_at(now + timedelta(minutes=8))) == []  # resolved
+        assert at_once(worker_at(now + timedelta(minutes=12))) == []
+
+        accepted = sorted((r.path, r.json().get("event") or r.json()["type"]) for r in server.accepted())
+        assert accepted == [
+            ("/hook", "incident.opened"),
+            ("/hook", "incident.resolved"),
+            ("/slack", "failure"),
+            ("/slack", "success"),
+        ]
+        assert len(server.requests) == 5  # the four above and the webhook's failed first attempt
+    assert Incident.objects.get().resolved_at is not None

@@ -45,3 +45,29 @@ def test_a_poll_with_new_failures_sends_one_mail_per_failing_stream(
     with django_capture_on_commit_callbacks(execute=True):
         poll_source.apply(args=[source.id])
     assert len(outbox.outbox) == len(failing_streams)
+
+
+def test_a_poll_with_new_failures_notifies_each_channel_once(
+    simulator: Any, source: Any, eager_celery: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    from dashboard.alerts import channels
+    from dashboard.alerts.models import Channel, ChannelKind
+    from tests.alerts.receiver import receiver
+
+    rule = make_rule(window_minutes=8 * 24 * 60, recipients="")
+    with receiver() as server:
+        hook = Channel(name="hook", kind=ChannelKind.WEBHOOK)
+        channels.store_settings(hook, url=server.url + "/hook", secret="whsec-0123456789abcdef")
+        hook.save()
+        rule.channels.set([hook])
+
+        with django_capture_on_commit_callbacks(execute=True):
+            poll_source.apply(args=[source.id])
+        incidents = set(Incident.objects.values_list("pk", flat=True))
+        assert incidents
+        assert sorted(r.json()["incident"]["id"] for r in server.requests) == sorted(incidents)
+        assert {r.json()["event"] for r in server.requests} == {"incident.opened"}
+
+        with django_capture_on_commit_callbacks(execute=True):
+            poll_source.apply(args=[source.id])
+        assert len(server.requests) == len(incidents)

@@ -70,3 +70,22 @@ def test_the_default_source_is_made_once_even_when_its_name_is_taken(db: None, s
     source = ensure_default_source()
     assert source is not None and Source.objects.filter(name="default").count() == 1
     assert ensure_default_source() == source
+
+
+def test_rotation_covers_every_registered_secret_column(db: None, settings: Any) -> None:
+    from dashboard.alerts import channels
+    from dashboard.alerts.models import Channel, ChannelKind
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.ENCRYPTION_KEYS = [old]
+    channel = Channel(name="hook", kind=ChannelKind.WEBHOOK)
+    channels.store_settings(channel, url="https://hooks.example.com/in", secret="s" * 32)
+    channel.save()
+    make_source(api_key="k-1")
+    settings.ENCRYPTION_KEYS = [new, old]
+    out = io.StringIO()
+    call_command("rotate_secrets", stdout=out)
+    assert "3 secrets re-encrypted" in out.getvalue()
+    settings.ENCRYPTION_KEYS = [new]
+    channel.refresh_from_db()
+    assert channels.channel_url(channel) == "https://hooks.example.com/in"

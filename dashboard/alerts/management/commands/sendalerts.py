@@ -1,7 +1,7 @@
-"""Evaluate alert rules and send pending mails from the command line, without Celery.
+"""Evaluate alert rules and send pending mails and channel messages from the command line, without Celery.
 
 `manage.py sendalerts --once` runs one sweep (conditions, grace periods, digests, lost mails) and sends
-what it produced; without --once it repeats every ALERT_SWEEP_SECONDS.
+what it produced, then every channel message that is due; without --once it repeats every ALERT_SWEEP_SECONDS.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from dashboard.alerts import evaluate, mail
+from dashboard.alerts import channels, evaluate, mail
 
 
 class Command(BaseCommand):
@@ -30,6 +30,12 @@ class Command(BaseCommand):
                     except mail.TransientSendError as exc:
                         outcome = f"will retry ({exc})"
                     self.stdout.write(f"notification {notification_id}: {outcome}")
+                for delivery_id in channels.to_dispatch():
+                    try:
+                        outcome = channels.send_delivery(delivery_id)
+                    except mail.TransientSendError as exc:
+                        outcome = f"will retry ({exc})"
+                    self.stdout.write(f"channel message {delivery_id}: {outcome}")
                 if options["once"]:
                     return
                 time.sleep(settings.ALERT_SWEEP_SECONDS)

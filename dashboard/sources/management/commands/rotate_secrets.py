@@ -12,10 +12,7 @@ from cryptography.fernet import Fernet
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
-from dashboard.encryption import UnreadableSecret, rotate
-
-# (table, column) of every encrypted column.
-ENCRYPTED_COLUMNS = [("deliveries_source", "api_key")]
+from dashboard.encryption import ENCRYPTED_COLUMNS, UnreadableSecret, rotate
 
 
 class Command(BaseCommand):
@@ -30,7 +27,7 @@ class Command(BaseCommand):
             return
         total = 0
         with transaction.atomic(), connection.cursor() as cursor:
-            for table, column in ENCRYPTED_COLUMNS:
+            for table, column in sorted(ENCRYPTED_COLUMNS):
                 cursor.execute(f"SELECT id, {column} FROM {table} WHERE {column} <> '' FOR UPDATE")  # noqa: S608
                 for pk, stored in cursor.fetchall():
                     try:
