@@ -57,8 +57,10 @@ def test_each_models_url_opens_its_page_or_its_deliveries(logged_in_client: Clie
     store(source, *refused, delivered, elsewhere)
 
     stream = Stream.objects.get(stream_id=STREAM)
-    assert stream.get_absolute_url() == f"/deliveries/?stream={STREAM}"
-    assert listed(logged_in_client, stream.get_absolute_url()) == {r["id"] for r in [*refused, delivered]}
+    # A stream opens its own page, which links to its deliveries.
+    assert stream.get_absolute_url() == f"/streams/{STREAM}/"
+    assert logged_in_client.get(stream.get_absolute_url()).status_code == 200
+    assert listed(logged_in_client, f"/deliveries/?stream={STREAM}") == {r["id"] for r in [*refused, delivered]}
 
     group = ErrorGroup.objects.get(template__startswith="connect ECONNREFUSED")
     assert group.get_absolute_url() == f"/deliveries/?group={group.pk}"
