@@ -69,6 +69,16 @@ def test_the_test_webhook_after_a_reactivation_is_labelled_and_kept_out_of_the_f
     assert (test.stream_id, test.chain_id, test.block_number) == (row.stream_id, "", None)
     assert not HourlyRollup.objects.filter(stream_id=row.stream_id, chain_id="").exists()
     assert test.pk not in set(Delivery.objects.chain_events().values_list("pk", flat=True))
+    # The overview's trailing counts (rollups and raw edge hours) leave it out too.
+    from datetime import timedelta
+
+    from dashboard.deliveries.windows import trailing_counts
+
+    at = world.clock.now()
+    counts = trailing_counts(at, (1, 24))
+    for hours in (1, 24):
+        window = Delivery.objects.filter(date__gte=at - timedelta(hours=hours), date__lte=at)
+        assert counts[f"total_{hours}"] == window.chain_events().count() == window.count() - 1
     page = logged_in_client.get(f"/deliveries/{test.pk}/").content.decode()
     assert "Test webhook to" in page
     listed = logged_in_client.get(f"/deliveries/?stream={row.stream_id}").content.decode()
