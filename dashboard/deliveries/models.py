@@ -90,10 +90,6 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
         date index and filter every row."""
         return self.filter(search_keys__overlap=list(keys))
 
-    def error_text(self, text: str) -> DeliveryQuerySet:
-        """Failures whose current error message contains the text (case-insensitive)."""
-        return self.exclude(status=DeliveryStatus.DELIVERED).filter(error_message__icontains=text)
-
     def pair_of(self, delivery: Delivery) -> DeliveryQuerySet:
         """The other deliveries of the delivery's block to its stream (confirmed for an unconfirmed one and
         the other way round), newest first; read through the block_number index."""

@@ -178,7 +178,7 @@ def search_deliveries(deliveries: DeliveryQuerySet, term: SearchTerm) -> SearchO
     if term.kind in ("stream", "uuid"):
         return SearchOutcome(deliveries.filter(stream_id=term.value), f"Deliveries of stream {term.value}.")
     if term.kind == "error":
-        return _search_error_text(deliveries, term.value)
+        return search_error_text(deliveries, term.value)
     raise SearchError(f"Cannot search for {term.label}.")
 
 
@@ -231,7 +231,9 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
     return deliveries.filter(pk__in=ids)
 
 
-def _search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
+def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
+    """Failing deliveries whose current error message contains the text, found through the error groups
+    (see search_deliveries): the search box's, the admin's and the deliveries list's `error=` filter."""
     from django.db.models import Q
     from django.db.models.expressions import RawSQL
 

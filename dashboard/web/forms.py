@@ -12,7 +12,13 @@ from django import forms
 from django.utils import timezone
 
 from dashboard.deliveries.schedule import MAX_RETRIES
-from dashboard.deliveries.search import SearchError, SearchTerm, parse_search, search_deliveries
+from dashboard.deliveries.search import (
+    SearchError,
+    SearchTerm,
+    parse_search,
+    search_deliveries,
+    search_error_text,
+)
 from dashboard.upstream.chains import find_chain
 
 RANGES: dict[str, timedelta] = {
@@ -205,7 +211,8 @@ class DeliveryFilterForm(SliceForm):
         window: Window = data["window"]
         qs = qs.between(window.start, window.end)
         if data.get("error"):
-            qs = qs.error_text(data["error"])
+            # The same error-text query as the search box and the admin: through the error groups' index.
+            qs = search_error_text(qs, data["error"]).deliveries
         if data.get("confirmed"):
             qs = qs.filter(confirmed=data["confirmed"] == "true")
         if data.get("retries") is not None and data["retries"] > 0:
