@@ -79,6 +79,13 @@ class CreatorsWorld:
             )
             for _ in range(1 + count // 60)
         ]
+        # Two collections of one creator never share a name: a repeated name gets a number, as on chain where
+        # a creator's collection names are unique.
+        seen: dict[str, int] = {}
+        for index, (collection_name, collection_hash) in enumerate(collections):
+            seen[collection_name] = seen.get(collection_name, 0) + 1
+            if seen[collection_name] > 1:
+                collections[index] = (f"{collection_name} {seen[collection_name]}", collection_hash)
         # Aptos ledger versions: about 1.5 billion on mainnet in 2024, fewer on testnet.
         head = 1_500_000_000 if self.network == "mainnet" else 900_000_000
         out: list[CreatorToken] = []

@@ -179,7 +179,8 @@ class OwnersWorld:
                     ).hexdigest(),
                     last_token_uri_sync=_iso_ms(synced) if has_uri else None,
                     last_metadata_sync=_iso_ms(synced + 2) if metadata is not None else None,
-                    possible_spam=r.random() < 0.03,
+                    # A verified collection is never flagged as spam (the draw is kept so ids stay the same).
+                    possible_spam=r.random() < 0.03 and not verified,
                     media_status=r.choice(
                         ("success", "success", "success", "processing", "unsupported_media")
                     ),

@@ -128,3 +128,21 @@ def test_no_token_has_a_supply_above_its_maximum(http: httpx.Client) -> None:
         items.extend(body["result"])
     assert any(item["maximum"] == "1" for item in items), "the world should hold one-of-one editions"
     assert all(int(item["supply"]) <= int(item["maximum"]) for item in items)
+
+
+def test_a_creators_collections_have_distinct_names() -> None:
+    from dashboard.simulator.creators import CreatorsWorld
+
+    repeated_before = 0
+    for seed in range(40):
+        world = CreatorsWorld(seed=seed, network="mainnet", start=1_700_000_000.0)
+        for creator in world.known_creators:
+            names: dict[str, set[str]] = {}
+            for token in world.tokens_of(creator):
+                names.setdefault(token.item["collection_data_id_hash"], set()).add(token.item["collection_name"])
+            assert all(len(v) == 1 for v in names.values())
+            flat = [next(iter(v)) for v in names.values()]
+            assert len(flat) == len(set(flat)), (seed, creator)
+            repeated_before += sum(1 for name in flat if name.rsplit(" ", 1)[-1].isdigit())
+    # The premise: without numbering, names would repeat for some creators.
+    assert repeated_before > 0

@@ -131,3 +131,18 @@ def test_history_nft_contracts_exist_in_owners(sim: RunningSimulator, http: http
     chain, contract = sorted(contracts)[0]
     sim.world.owners.sync_delay = 0
     assert owners(http, contract, chain=chain).json()["result"]
+
+
+def test_no_token_of_a_verified_collection_is_flagged_as_spam() -> None:
+    from dashboard.simulator import catalog
+    from dashboard.simulator.owners import OwnersWorld
+
+    world = OwnersWorld(seed=5, sync_delay=0, start=1_700_000_000.0)
+    chain = catalog.CHAINS_BY_HEX["0x1"]
+    checked = 0
+    for n in range(400):
+        contract = world.contract(chain, "0x" + f"{n:040x}")
+        if contract.verified:
+            checked += 1
+            assert not any(t.possible_spam for t in contract.tokens)
+    assert checked > 0
