@@ -5,12 +5,15 @@ time each test measures and prints."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from django.db import DatabaseError, connections
+from django.utils import timezone
 
+from tests.alerts.smtp import smtp_sink
 from tests.checks import assert_derived_exact, assert_matches_upstream, assert_nothing_extra
 from tests.faults.stack import Stack, wait_for
 
@@ -76,22 +79,53 @@ def test_postgres_restarted_during_ingestion(stack: Stack, make_simulator: Any,
 
 
 
-def celery_worker(stack: Stack, sim: Any, name: str) -> Any:
+def assert_one_mail_per_incident(stack: Stack, sink: Any, timeout: float) -> int:
+    """Once every opened incident's mail is out (none pending or being sent), one accepted mail per incident;
+    and still one after the next alert sweep (ALERT_SWEEP_SECONDS=5) had its chance to send a copy."""
+
+    def settled() -> bool:
+        incidents = int(stack.scalar("SELECT count(*) FROM alerts_incident"))
+        unsent = int(stack.scalar("SELECT count(*) FROM alerts_notification WHERE status IN ('pending', 'sending')"))
+        return incidents > 0 and unsent == 0 and len(sink.messages) >= incidents
+
+    wait_for("one mail per incident", settled, timeout, stack.children)
+    time.sleep(6)
+    incidents = int(stack.scalar("SELECT count(*) FROM alerts_incident"))
+    opened = int(stack.scalar("SELECT count(*) FROM alerts_notification WHERE kind = 'opened' AND status = 'sent'"))
+    per_incident = stack.scalar("SELECT max(n) FROM (SELECT count(*) AS n FROM alerts_notification "
+                                "WHERE kind = 'opened' GROUP BY incident_id) AS counts")
+    assert opened == incidents and per_incident == 1
+    assert len(sink.messages) == incidents, [m["Subject"] for m in sink.messages]
+    return incidents
+
+
+@pytest.fixture
+def sink() -> Iterator[Any]:
+    with smtp_sink() as running:
+        yield running
+
+
+def mail_env(sink: Any) -> dict[str, str]:
+    return {"ALERT_EMAILS": "ops@example.com", "EMAIL_URL": f"smtp://127.0.0.1:{sink.port}",
+            "ALERT_SWEEP_SECONDS": "5", "ALERT_MAX_MAILS_PER_HOUR": "1000"}
+
+
+def celery_worker(stack: Stack, sim: Any, name: str, **env: str) -> Any:
     return stack.celery(name, sim, "worker", "-Q", "polls,alerts,actions", "--concurrency", "2",
-                        "--hostname", f"{name}@%h", "--loglevel", "WARNING")
+                        "--hostname", f"{name}@%h", "--loglevel", "WARNING", **env)
 
 
-def celery_beat(stack: Stack, sim: Any, name: str) -> Any:
+def celery_beat(stack: Stack, sim: Any, name: str, **env: str) -> Any:
     return stack.celery(name, sim, "beat", "--schedule", str(stack.logs / f"{name}-schedule"),
-                        "--loglevel", "WARNING")
+                        "--loglevel", "WARNING", **env)
 
 
-def test_redis_restarted_during_ingestion(stack: Stack, make_simulator: Any,
+def test_redis_restarted_during_ingestion(stack: Stack, make_simulator: Any, sink: Any,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    sim = make_simulator(history_window_days=3)
+    sim = make_simulator(history_window_days=3, start=timezone.now())
     sim.world.faults.latency_ms = 150
-    worker = celery_worker(stack, sim, "worker")
-    beat = celery_beat(stack, sim, "beat")
+    worker = celery_worker(stack, sim, "worker", **mail_env(sink))
+    beat = celery_beat(stack, sim, "beat", **mail_env(sink))
     wait_for("two pages stored", lambda: pages(stack) >= 2, 40, stack.children)
 
     # Stopped with the lock held and polls queued, down for a second, back empty: no lock, no queue.
@@ -104,6 +138,7 @@ def test_redis_restarted_during_ingestion(stack: Stack, make_simulator: Any,
         complete = assert_history_exact(stack, sim, alias, 40)
         sim.world.clock.advance(3 * 3600)
         updated = assert_history_exact(stack, sim, alias, 40)
+    incidents = assert_one_mail_per_incident(stack, sink, 30)
     assert beat.restarts == 0, beat.output()
     # kombu 5.7 ends the worker ("Unrecoverable error" closing its channel with tasks unacknowledged) when the
     # broker goes away; its supervisor (systemd's Restart=on-failure) starts it again.
@@ -111,15 +146,16 @@ def test_redis_restarted_during_ingestion(stack: Stack, make_simulator: Any,
     report(capsys, f"Redis restart ({outage:.1f} s down, every key lost) under a Celery worker and beat: storing "
                    f"resumed {resumed:.1f} s after Redis was back (worker restarted by its supervisor "
                    f"{worker.restarts} time(s)), history exact {complete:.1f} s later; changes upstream stored "
-                   f"within {updated:.1f} s")
+                   f"within {updated:.1f} s; {incidents} incidents, one mail each")
 
 
-def test_a_worker_killed_mid_page_and_restarted(stack: Stack, make_simulator: Any,
+def test_a_worker_killed_mid_page_and_restarted(stack: Stack, make_simulator: Any, sink: Any,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    sim = make_simulator(history_window_days=3)
+    # Its history ends now, so its recent failures open incidents (the default rule "Failed deliveries").
+    sim = make_simulator(history_window_days=3, start=timezone.now())
     sim.world.faults.latency_ms = 300
-    worker = celery_worker(stack, sim, "worker")
-    celery_beat(stack, sim, "beat")
+    worker = celery_worker(stack, sim, "worker", **mail_env(sink))
+    celery_beat(stack, sim, "beat", **mail_env(sink))
     wait_for("two pages stored", lambda: pages(stack) >= 2, 40, stack.children)
 
     # SIGKILL to the worker and its pool while a page is in flight: no cleanup, the lock is left to its lease.
@@ -132,8 +168,10 @@ def test_a_worker_killed_mid_page_and_restarted(stack: Stack, make_simulator: An
 
     with stack.django_alias() as alias:
         complete = assert_history_exact(stack, sim, alias, 40)
+    incidents = assert_one_mail_per_incident(stack, sink, 30)
     report(capsys, f"Celery worker SIGKILLed mid-page and restarted at once: storing resumed {resumed:.1f} s "
-                   f"after the kill (LOCK_LEASE_SECONDS=3), history exact {complete:.1f} s later")
+                   f"after the kill (LOCK_LEASE_SECONDS=3), history exact {complete:.1f} s later; "
+                   f"{incidents} incidents, one mail each")
 
 
 def test_two_workers_and_two_beats_at_once(stack: Stack, make_simulator: Any,
