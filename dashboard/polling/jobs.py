@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from celery.exceptions import SoftTimeLimitExceeded
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from dashboard.deliveries import url_health
@@ -54,7 +55,16 @@ class PollRun:
 
 def poll_source(source: Source) -> PollRun:
     """Poll the source once if it is due and nobody else is polling it."""
-    run = _poll_source(source)
+    try:
+        run = _poll_source(source)
+    except DatabaseError:
+        # A database restart mid-poll: the page in flight rolled back with its checkpoint, so the next run
+        # (on a new connection) continues where the stored pages end. The worker and `poll_history` both
+        # carry on instead of dying with the connection.
+        log.warning("source %s: database error during poll; continues next run", source.name, exc_info=True)
+        if not connection.in_atomic_block:
+            connection.close()
+        run = PollRun(source, error="the database connection failed; continues next run", outcome="database_error")
     metrics.observe(source.name, run.outcome)
     return run
 
