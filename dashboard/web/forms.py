@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from dashboard.deliveries.schedule import MAX_RETRIES
 from dashboard.deliveries.search import SearchError, SearchTerm, parse_search, search_deliveries
+from dashboard.text import visible
 from dashboard.upstream.chains import find_chain
 
 RANGES: dict[str, timedelta] = {
@@ -81,7 +82,7 @@ def decode_cursor(text: str) -> tuple[datetime, uuid.UUID]:
 class RangeForm(forms.Form):
     """A time window: a preset (1h, 24h, 7d, 30d) or a custom start and end, in UTC."""
 
-    range = forms.ChoiceField(choices=RANGE_CHOICES, required=False)
+    range = forms.ChoiceField(choices=RANGE_CHOICES, required=False, label="Range")
     start = forms.DateTimeField(required=False, input_formats=DATETIME_FORMATS)
     end = forms.DateTimeField(required=False, input_formats=DATETIME_FORMATS)
 
@@ -123,7 +124,7 @@ class SliceForm(RangeForm):
 
     stream = forms.CharField(required=False, max_length=64)
     tag = forms.CharField(required=False, max_length=255)
-    url = forms.CharField(required=False, max_length=2048)
+    url = forms.CharField(required=False, max_length=2048, label="URL")
 
     def slice_kwargs(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -151,8 +152,8 @@ class DeliveryFilterForm(SliceForm):
     default_range = ""
 
     status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
-    group = forms.IntegerField(required=False, min_value=1, max_value=2**62)
-    error = forms.CharField(required=False, max_length=200)
+    group = forms.IntegerField(required=False, min_value=1, max_value=2**62, label="Error group")
+    error = forms.CharField(required=False, max_length=200, label="Error text")
     chain = forms.CharField(required=False, max_length=20)
     confirmed = forms.ChoiceField(choices=CONFIRMED_CHOICES, required=False)
     retries = forms.IntegerField(
@@ -161,8 +162,8 @@ class DeliveryFilterForm(SliceForm):
     )
     q = forms.CharField(required=False, max_length=200, label="Search")
     order = forms.ChoiceField(choices=ORDER_CHOICES, required=False)
-    after = forms.CharField(required=False, max_length=60)
-    before = forms.CharField(required=False, max_length=60)
+    after = forms.CharField(required=False, max_length=60, label="Page position")
+    before = forms.CharField(required=False, max_length=60, label="Page position")
 
     def clean_q(self) -> SearchTerm | None:
         return search_term(self.cleaned_data.get("q") or "")
@@ -217,7 +218,7 @@ class DeliveryFilterForm(SliceForm):
 
 
 class SearchForm(forms.Form):
-    q = forms.CharField(required=False, max_length=200)
+    q = forms.CharField(required=False, max_length=200, label="Search")
 
     def clean_q(self) -> SearchTerm | None:
         return search_term(self.cleaned_data.get("q") or "")
@@ -228,7 +229,7 @@ DIMENSION_CHOICES = [("stream", "Stream"), ("tag", "Tag")]
 
 class RetryStatsForm(RangeForm):
     default_range = "7d"
-    by = forms.ChoiceField(choices=DIMENSION_CHOICES, required=False)
+    by = forms.ChoiceField(choices=DIMENSION_CHOICES, required=False, label="Group by")
     stream = forms.CharField(required=False, max_length=64)
     tag = forms.CharField(required=False, max_length=255)
 
@@ -241,7 +242,7 @@ class ErrorGroupsForm(RangeForm):
     default_range = "7d"
     stream = forms.CharField(required=False, max_length=64)
     tag = forms.CharField(required=False, max_length=255)
-    url = forms.CharField(required=False, max_length=2048)
+    url = forms.CharField(required=False, max_length=2048, label="URL")
 
 
 ERROR_LINE_LIMIT = 300
@@ -252,7 +253,8 @@ def form_errors(form: forms.Form) -> list[str]:
     lines: list[str] = []
     for name, errors in form.errors.items():
         label = "" if name == "__all__" else f"{form.fields[name].label or name.capitalize()}: "
-        lines.extend(_clip(f"{label}{error}") for error in errors)
+        # Errors may quote the typed value: an invisible or direction-changing character is shown, not obeyed.
+        lines.extend(_clip(visible(f"{label}{error}")) for error in errors)
     return lines
 
 

@@ -10,8 +10,8 @@ from django import template
 from django.http import QueryDict
 from django.utils import timezone
 
+from dashboard.text import visible as _visible
 from dashboard.web import explorers
-from dashboard.web.text import visible as _visible
 
 register = template.Library()
 
