@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from dashboard.deliveries.links import deliveries_list_url
 from dashboard.deliveries.querysets import DateBin, SliceFilters
-from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
 from dashboard.upstream.streams import Stream as ProviderStream
@@ -456,6 +456,13 @@ class Delivery(models.Model):
     @property
     def is_failure(self) -> bool:
         return self.status != DeliveryStatus.DELIVERED
+
+    @property
+    def next_retry(self) -> datetime | None:
+        """The provider's next attempt on its published schedule; None unless the delivery is retrying."""
+        if self.status != DeliveryStatus.RETRYING:
+            return None
+        return retry_schedule(self.date, self.retries).next_retry
 
 
 class DeliveryChange(models.Model):

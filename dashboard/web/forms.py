@@ -14,7 +14,7 @@ from django.utils import timezone
 from dashboard.deliveries.schedule import MAX_RETRIES
 from dashboard.deliveries.search import SearchError, SearchTerm, parse_search, search_deliveries
 from dashboard.text import visible
-from dashboard.upstream.chains import find_chain
+from dashboard.upstream.chains import CHAINS, find_chain
 
 RANGES: dict[str, timedelta] = {
     "1h": timedelta(hours=1),
@@ -181,6 +181,15 @@ class DeliveryFilterForm(SliceForm):
         raise forms.ValidationError(
             "A chain is a hex chain id such as 0x89 or a name such as eth, polygon or bsc."
         )
+
+    @property
+    def chain_choices(self) -> list[tuple[str, str]]:
+        """The chain menu: every chain of the one chain table, plus a hex id from a link that is not in it."""
+        choices = [("", "All chains")] + [(c.hex_id, f"{c.display_name} · {c.hex_id}") for c in CHAINS]
+        current = self.cleaned_data.get("chain") if hasattr(self, "cleaned_data") else None
+        if current and find_chain(current) is None:
+            choices.append((current, current))
+        return choices
 
     def clean_after(self) -> tuple[datetime, uuid.UUID] | None:
         text = self.cleaned_data.get("after") or ""
