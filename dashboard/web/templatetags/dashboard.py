@@ -49,6 +49,12 @@ def visible(value: Any) -> str:
 
 
 @register.filter
+def item(mapping: Any, key: Any) -> Any:
+    """`mapping[key]`, or None: a dict lookup by a variable key."""
+    return mapping.get(key) if mapping else None
+
+
+@register.filter
 def jsonish(value: Any) -> str:
     """A scalar as JSON spells it: null, true, false, numbers and strings as they are."""
     if value is None:
