@@ -63,6 +63,32 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             .filter(latest_attempt__gte=since)
         )
 
+    def failure_impact(self, since: datetime, until: datetime | None = None) -> dict[str, Any]:
+        """What failed from `since` (to `until`): deliveries still failing that had an attempt in the period
+        (`retrying`: still on the provider's schedule; `given_up`: retries used up), those that failed and
+        were delivered later (`recovered`, dated in the period), and the first and last of them by date.
+        Two aggregates: the failing ones on the partial index of failing rows, the recovered ones by date."""
+        failing = self.failed_attempt_since(since)
+        recovered = self.filter(status=DeliveryStatus.DELIVERED, retries__gt=0, date__gte=since)
+        if until is not None:
+            failing, recovered = failing.filter(date__lt=until), recovered.filter(date__lt=until)
+        now_failing = failing.aggregate(
+            retrying=Count("pk", filter=Q(status=DeliveryStatus.RETRYING)),
+            given_up=Count("pk", filter=Q(status=DeliveryStatus.FAILED)),
+            first=models.Min("date"),
+            last=models.Max("date"),
+        )
+        healed = recovered.aggregate(recovered=Count("pk"), first=models.Min("date"), last=models.Max("date"))
+        firsts = [d for d in (now_failing["first"], healed["first"]) if d is not None]
+        lasts = [d for d in (now_failing["last"], healed["last"]) if d is not None]
+        return {
+            "retrying": now_failing["retrying"],
+            "given_up": now_failing["given_up"],
+            "recovered": healed["recovered"],
+            "first_failure": min(firsts) if firsts else None,
+            "last_failure": max(lasts) if lasts else None,
+        }
+
     def still_retrying(self) -> DeliveryQuerySet:
         # Spelled as "not delivered" so the partial index on failed rows serves it.
         return self.exclude(status=DeliveryStatus.DELIVERED).filter(status=DeliveryStatus.RETRYING)
