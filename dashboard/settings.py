@@ -95,6 +95,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "dashboard.web.context_processors.sync_banner",
+                "dashboard.alerts.context_processors.open_incidents",
             ],
         },
     },

@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from dashboard import encryption
 from dashboard.alerts import mail
+from dashboard.alerts.impact import Impact
 from dashboard.alerts.models import (
     APPRISE_KINDS,
     PAGER_KINDS,
@@ -154,7 +155,7 @@ def incident_payload(incident: Incident, kind: str, now: datetime) -> dict[str, 
         context = mail.resolved_context(incident, now)
         title = render_to_string("emails/incident_resolved-subject.txt", context)
     else:
-        context = mail.incident_context(incident)
+        context = mail.incident_context(incident, now)
         title = render_to_string("emails/incident_opened-subject.txt", context)
     links = context["links"]
     return {
@@ -179,8 +180,25 @@ def incident_payload(incident: Incident, kind: str, now: datetime) -> dict[str, 
             "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
             "resolved_by": incident.resolved_by,
             "still_retrying": context.get("still_retrying"),
+            "impact": _impact_data(context.get("impact")),
         },
         "links": links,
+    }
+
+
+def _impact_data(impact: Impact | None) -> dict[str, Any] | None:
+    if impact is None:
+        return None
+    return {
+        "failing_now": impact.failing_now,
+        "failed": impact.failed,
+        "retrying": impact.retrying,
+        "given_up": impact.given_up,
+        "recovered": impact.recovered,
+        "first_failure": impact.first_failure.isoformat() if impact.first_failure else None,
+        "last_failure": impact.last_failure.isoformat() if impact.last_failure else None,
+        "since": impact.since.isoformat(),
+        "at": impact.at.isoformat(),
     }
 
 

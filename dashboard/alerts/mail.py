@@ -27,6 +27,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from dashboard.alerts.impact import Impact, incident_impact
 from dashboard.alerts.models import (
     AlertRule,
     Condition,
@@ -137,7 +138,7 @@ def _group_link(target: dict[str, str], group_id: int) -> str:
     return absolute(deliveries_list_url(**target, status=FAILING, group=group_id))
 
 
-def incident_context(incident: Incident) -> dict[str, Any]:
+def incident_context(incident: Incident, now: datetime | None = None) -> dict[str, Any]:
     details = dict(incident.details)
     target = _target_filter(incident)
     details["error_groups"] = [
@@ -156,6 +157,8 @@ def incident_context(incident: Incident) -> dict[str, Any]:
         "details": details,
         "status_word": status_word(incident),
         "links": incident_links(incident),
+        # The figures the incident page shows too, read when the message is written.
+        "impact": incident_impact(incident, now or timezone.now()),
     }
 
 
@@ -194,7 +197,7 @@ def _create(
 
 
 def create_opened(incident: Incident, now: datetime) -> Notification:
-    mail = render_mail("incident_opened", incident_context(incident))
+    mail = render_mail("incident_opened", incident_context(incident, now))
     return _create(
         incident.rule, NotificationKind.OPENED, mail, now, incident=incident, message_id=incident.message_id
     )
@@ -202,7 +205,7 @@ def create_opened(incident: Incident, now: datetime) -> Notification:
 
 def resolved_context(incident: Incident, now: datetime) -> dict[str, Any]:
     """What a resolution message says, by mail or to a channel."""
-    context = incident_context(incident)
+    context = incident_context(incident, now)
     context["duration"] = (incident.resolved_at or now) - incident.opened_at
     if incident.target_kind == TargetKind.SOURCE:
         # The facts below are those of the opening; say that polling works again now.
@@ -275,9 +278,9 @@ def digest_context(
         "open_count": len(incidents),
         # Open, but acknowledged or snoozed: counted, not listed.
         "attended": attended,
-        "incidents": [incident_context(i) for i in incidents if i.pk not in shown],
+        "incidents": [incident_context(i, now) for i in incidents if i.pk not in shown],
         "held": [
-            {"notification": n, "item": incident_context(n.incident) if n.incident is not None else None}
+            {"notification": n, "item": incident_context(n.incident, now) if n.incident is not None else None}
             for n in held
         ],
         "now": now,
@@ -526,10 +529,16 @@ def preview(name: str, now: datetime | None = None) -> RenderedMail:
         resolved_at=now if name == "incident_resolved" else None,
         message_id="<preview@localhost>",
     )
+    made_up = Impact(
+        since=now - timedelta(minutes=15), until=incident.resolved_at, retrying=187, given_up=3, recovered=40,
+        first_failure=now - timedelta(minutes=14), last_failure=now - timedelta(minutes=1), at=now,
+    )
     if name == "incident_opened":
-        return render_mail(name, incident_context(incident))
+        return render_mail(name, {**incident_context(incident, now), "impact": made_up})
     if name == "incident_resolved":
-        return render_mail(name, {**incident_context(incident), "duration": now - incident.opened_at})
+        return render_mail(
+            name, {**incident_context(incident, now), "impact": made_up, "duration": now - incident.opened_at}
+        )
     if name == "digest":
         held = [
             Notification(

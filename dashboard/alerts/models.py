@@ -200,7 +200,12 @@ class Incident(models.Model):
                 fields=["rule", "target_key"], condition=Q(resolved_at__isnull=True), name="incident_one_open"
             ),
         ]
-        indexes = [models.Index(fields=["rule", "target_key", "-resolved_at"], name="incident_rule_target")]
+        indexes = [
+            models.Index(fields=["rule", "target_key", "-resolved_at"], name="incident_rule_target"),
+            # The open incidents on every page (alerts.context_processors), newest first, however many
+            # resolved ones the table holds.
+            models.Index(fields=["-opened_at"], condition=Q(resolved_at__isnull=True), name="incident_open_newest"),
+        ]
 
     def __str__(self) -> str:
         return self.summary

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.accounts.access import staff_required, viewer_required
 from dashboard.alerts import actions, mail
 from dashboard.alerts.forms import AssignForm, MuteForm, NoteForm, SnoozeForm
+from dashboard.alerts.impact import incident_impact
 from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationStatus
 from dashboard.alerts.timeline import timeline
 
@@ -77,6 +78,7 @@ def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
             "notifications": notifications,
             "channel_deliveries": incident.channel_deliveries.select_related("channel").order_by("created_at", "pk"),
             "deliveries": mail.deliveries_queries(incident),
+            "impact": incident_impact(incident, now),
         },
     )
 

@@ -8,7 +8,6 @@ paginator counts exactly only up to a bound and estimates beyond it.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
@@ -16,7 +15,6 @@ import orjson
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
-from django.db import connection
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -25,6 +23,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
 from dashboard.deliveries.models import Delivery, ErrorGroup, Stream
 from dashboard.deliveries.search import ADMIN_HELP, SearchError, parse_admin_search, search_deliveries
 from dashboard.upstream.chains import find_chain
@@ -33,21 +32,18 @@ from dashboard.upstream.chains import find_chain
 
 
 class EstimatedCountPaginator(Paginator):
-    """Counts exactly up to `exact_limit` rows (a COUNT over a LIMIT subquery, which stops early);
-    beyond that takes the planner's estimate. Pages stop at `max_pages`: deep OFFSETs are slow, and a
-    date filter or a search reaches old rows faster."""
+    """Counts through `counting.bounded_count` (exact up to `exact_limit` rows, the planner's estimate
+    beyond). Pages stop at `max_pages`: deep OFFSETs are slow, and a date filter or a search reaches old
+    rows faster."""
 
-    exact_limit = 10_000
+    exact_limit = EXACT_LIMIT
     max_pages = 200
 
     @cached_property
     def count(self) -> int:
-        queryset: QuerySet[Any] = self.object_list.order_by()  # type: ignore[attr-defined]
-        bounded = queryset[: self.exact_limit + 1].count()
-        self.estimated = bounded > self.exact_limit
-        if not self.estimated:
-            return bounded
-        return max(bounded, planner_estimate(queryset))
+        counted = bounded_count(self.object_list, self.exact_limit)  # type: ignore[arg-type]
+        self.estimated = counted.estimated
+        return counted.rows
 
     @cached_property
     def num_pages(self) -> int:
@@ -58,17 +54,6 @@ class EstimatedCountPaginator(Paginator):
         return self.count > self.max_pages * self.per_page
 
     estimated = False
-
-
-def planner_estimate(queryset: QuerySet[Any]) -> int:
-    """The row count Postgres expects for the query, from its statistics; reads no rows."""
-    sql, params = queryset.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
-        plan = cursor.fetchone()[0]
-    if isinstance(plan, str | bytes):
-        plan = json.loads(plan)
-    return int(plan[0]["Plan"]["Plan Rows"])
 
 
 # --- Delivery list filters whose choices come from small tables ------------------------------------------

@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from dashboard.deliveries.links import deliveries_list_url
 from dashboard.deliveries.querysets import DateBin, SliceFilters
-from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
 from dashboard.upstream.streams import Stream as ProviderStream
@@ -62,6 +62,32 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             .alias(latest_attempt=latest_attempt)
             .filter(latest_attempt__gte=since)
         )
+
+    def failure_impact(self, since: datetime, until: datetime | None = None) -> dict[str, Any]:
+        """What failed from `since` (to `until`): deliveries still failing that had an attempt in the period
+        (`retrying`: still on the provider's schedule; `given_up`: retries used up), those that failed and
+        were delivered later (`recovered`, dated in the period), and the first and last of them by date.
+        Two aggregates: the failing ones on the partial index of failing rows, the recovered ones by date."""
+        failing = self.failed_attempt_since(since)
+        recovered = self.filter(status=DeliveryStatus.DELIVERED, retries__gt=0, date__gte=since)
+        if until is not None:
+            failing, recovered = failing.filter(date__lt=until), recovered.filter(date__lt=until)
+        now_failing = failing.aggregate(
+            retrying=Count("pk", filter=Q(status=DeliveryStatus.RETRYING)),
+            given_up=Count("pk", filter=Q(status=DeliveryStatus.FAILED)),
+            first=models.Min("date"),
+            last=models.Max("date"),
+        )
+        healed = recovered.aggregate(recovered=Count("pk"), first=models.Min("date"), last=models.Max("date"))
+        firsts = [d for d in (now_failing["first"], healed["first"]) if d is not None]
+        lasts = [d for d in (now_failing["last"], healed["last"]) if d is not None]
+        return {
+            "retrying": now_failing["retrying"],
+            "given_up": now_failing["given_up"],
+            "recovered": healed["recovered"],
+            "first_failure": min(firsts) if firsts else None,
+            "last_failure": max(lasts) if lasts else None,
+        }
 
     def still_retrying(self) -> DeliveryQuerySet:
         # Spelled as "not delivered" so the partial index on failed rows serves it.
@@ -452,6 +478,13 @@ class Delivery(models.Model):
     @property
     def is_failure(self) -> bool:
         return self.status != DeliveryStatus.DELIVERED
+
+    @property
+    def next_retry(self) -> datetime | None:
+        """The provider's next attempt on its published schedule; None unless the delivery is retrying."""
+        if self.status != DeliveryStatus.RETRYING:
+            return None
+        return retry_schedule(self.date, self.retries).next_retry
 
 
 class DeliveryChange(models.Model):

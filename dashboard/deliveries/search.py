@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dashboard.text import visible
+
 if TYPE_CHECKING:
     from dashboard.deliveries.models import DeliveryQuerySet
 
@@ -53,7 +55,7 @@ class SearchTerm:
 
     @property
     def label(self) -> str:
-        return _LABELS.get(self.kind, self.kind) + f" {self.value}"
+        return _LABELS.get(self.kind, self.kind) + f" {visible(self.value)}"
 
 
 def parse_search(text: str) -> SearchTerm:
@@ -146,7 +148,8 @@ def _error_term(text: str) -> SearchTerm:
 
 
 def _shown(text: str) -> str:
-    return text if len(text) <= 70 else text[:67] + "\u2026"
+    """Typed text as a message quotes it: clipped, and a direction override cannot reverse the sentence."""
+    return visible(text if len(text) <= 70 else text[:67] + "\u2026")
 
 
 @dataclass(frozen=True)
@@ -247,7 +250,7 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
         .values_list("id", flat=True)[: ERROR_GROUPS_MAX + 1]
     )
     if not group_ids:
-        return SearchOutcome(deliveries.none(), f"No error message group matches \u201c{text}\u201d.")
+        return SearchOutcome(deliveries.none(), f"No error message group matches \u201c{_shown(text)}\u201d.")
     more = len(group_ids) > ERROR_GROUPS_MAX
     group_ids = group_ids[:ERROR_GROUPS_MAX]
     groups = f"{len(group_ids)}{'+' if more else ''} error group{'s' if len(group_ids) != 1 else ''}"
@@ -255,7 +258,7 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
         # Every message of these groups contains the text: no need to look at the messages.
         return SearchOutcome(
             deliveries.filter(error_group_id__in=group_ids),
-            f"Searched error messages for \u201c{text}\u201d: {groups} match.",
+            f"Searched error messages for \u201c{_shown(text)}\u201d: {groups} match.",
         )
     per_group = max(100, ERROR_TEXT_SCAN_ROWS // len(group_ids))
     table = Delivery._meta.db_table
@@ -271,7 +274,7 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
     )
     return SearchOutcome(
         deliveries.filter(id__in=newest_in_groups, error_message__icontains=text),
-        f"Searched error messages for \u201c{text}\u201d among the newest {per_group:,} deliveries "
+        f"Searched error messages for \u201c{_shown(text)}\u201d among the newest {per_group:,} deliveries "
         f"of each of {groups} whose template matches.",
     )
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,11 +52,15 @@ class UrlHealth:
     attempts: int = 0
     failed_attempts: int = 0
     history: list[int] = field(default_factory=list)
+    # The provider's own status of the stream this estimate is shown for, once synced (`checked`).
+    provider_status: str = ""
 
     @property
     def state(self) -> str:
         if self.rate < ERROR_BELOW:
-            return "error"
+            # The provider's own status outranks the replay: a stream it keeps active is not in error, so
+            # its own rate is still at or above the line; the replay is then only a warning.
+            return "at-risk" if self.provider_status == "active" else "error"
         if self.rate < WARN_BELOW or (self.hours_to_error is not None and self.hours_to_error <= WARN_HORIZON_HOURS):
             return "at-risk"
         return "ok"
@@ -73,7 +77,26 @@ class UrlHealth:
             text += f"{self.hours_to_error:.0f} h" if self.hours_to_error >= 1 else "less than an hour"
         if self.lowest < self.rate:
             text += f"; lowest in 7 days {self.lowest}"
+        if self.provider_note:
+            text += f". {self.provider_note}"
         return text
+
+    @property
+    def provider_note(self) -> str:
+        """Why the estimate is shown milder than its rate, when the provider's status says so."""
+        if self.rate < ERROR_BELOW and self.provider_status == "active":
+            return (
+                f"The provider still has the stream active, so its own rate is at least {ERROR_BELOW}: our "
+                "replay counts failed attempts the provider did not (or not yet), so this is at risk, not in error"
+            )
+        return ""
+
+
+def checked(health: UrlHealth | None, provider_status: str) -> UrlHealth | None:
+    """A stream's estimate checked against the provider's status of that stream, once it has been read."""
+    if health is None or not provider_status:
+        return health
+    return replace(health, provider_status=provider_status)
 
 
 def replay(rows: Iterable[dict[str, Any]], now: datetime) -> dict[str, UrlHealth]:

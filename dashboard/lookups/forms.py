@@ -9,6 +9,7 @@ from django import forms
 from django.http import QueryDict
 
 from dashboard.sources.models import Source
+from dashboard.text import visible
 from dashboard.upstream import chains, errors
 
 DEFAULT_PAGE_SIZE = 25
@@ -42,7 +43,8 @@ _SPLIT = re.compile(r"[\s,;]+")
 
 
 def _shown(value: str, limit: int = 70) -> str:
-    return value if len(value) <= limit else value[: limit - 1] + "…"
+    """A typed value as an error quotes it: clipped, and a direction override cannot reverse the sentence."""
+    return visible(value if len(value) <= limit else value[: limit - 1] + "…")
 
 
 class CursorStackField(forms.Field):

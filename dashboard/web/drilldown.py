@@ -30,8 +30,8 @@ from dashboard.deliveries.decoding import (
     token_amount,
     tokens,
 )
+from dashboard.text import clip, visible
 from dashboard.web.explorers import explorer_url, owners_lookup_url
-from dashboard.web.text import clip, visible
 
 HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
 ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")

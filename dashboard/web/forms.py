@@ -19,7 +19,8 @@ from dashboard.deliveries.search import (
     search_deliveries,
     search_error_text,
 )
-from dashboard.upstream.chains import find_chain
+from dashboard.text import visible
+from dashboard.upstream.chains import CHAINS, find_chain
 
 RANGES: dict[str, timedelta] = {
     "1h": timedelta(hours=1),
@@ -87,7 +88,7 @@ def decode_cursor(text: str) -> tuple[datetime, uuid.UUID]:
 class RangeForm(forms.Form):
     """A time window: a preset (1h, 24h, 7d, 30d) or a custom start and end, in UTC."""
 
-    range = forms.ChoiceField(choices=RANGE_CHOICES, required=False)
+    range = forms.ChoiceField(choices=RANGE_CHOICES, required=False, label="Range")
     start = forms.DateTimeField(required=False, input_formats=DATETIME_FORMATS)
     end = forms.DateTimeField(required=False, input_formats=DATETIME_FORMATS)
 
@@ -129,7 +130,7 @@ class SliceForm(RangeForm):
 
     stream = forms.CharField(required=False, max_length=64)
     tag = forms.CharField(required=False, max_length=255)
-    url = forms.CharField(required=False, max_length=2048)
+    url = forms.CharField(required=False, max_length=2048, label="URL")
 
     def slice_kwargs(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -157,8 +158,8 @@ class DeliveryFilterForm(SliceForm):
     default_range = ""
 
     status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
-    group = forms.IntegerField(required=False, min_value=1, max_value=2**62)
-    error = forms.CharField(required=False, max_length=200)
+    group = forms.IntegerField(required=False, min_value=1, max_value=2**62, label="Error group")
+    error = forms.CharField(required=False, max_length=200, label="Error text")
     chain = forms.CharField(required=False, max_length=20)
     confirmed = forms.ChoiceField(choices=CONFIRMED_CHOICES, required=False)
     retries = forms.IntegerField(
@@ -167,8 +168,8 @@ class DeliveryFilterForm(SliceForm):
     )
     q = forms.CharField(required=False, max_length=200, label="Search")
     order = forms.ChoiceField(choices=ORDER_CHOICES, required=False)
-    after = forms.CharField(required=False, max_length=60)
-    before = forms.CharField(required=False, max_length=60)
+    after = forms.CharField(required=False, max_length=60, label="Page position")
+    before = forms.CharField(required=False, max_length=60, label="Page position")
 
     def clean_q(self) -> SearchTerm | None:
         return search_term(self.cleaned_data.get("q") or "")
@@ -186,6 +187,15 @@ class DeliveryFilterForm(SliceForm):
         raise forms.ValidationError(
             "A chain is a hex chain id such as 0x89 or a name such as eth, polygon or bsc."
         )
+
+    @property
+    def chain_choices(self) -> list[tuple[str, str]]:
+        """The chain menu: every chain of the one chain table, plus a hex id from a link that is not in it."""
+        choices = [("", "All chains")] + [(c.hex_id, f"{c.display_name} · {c.hex_id}") for c in CHAINS]
+        current = self.cleaned_data.get("chain") if hasattr(self, "cleaned_data") else None
+        if current and find_chain(current) is None:
+            choices.append((current, current))
+        return choices
 
     def clean_after(self) -> tuple[datetime, uuid.UUID] | None:
         text = self.cleaned_data.get("after") or ""
@@ -224,7 +234,7 @@ class DeliveryFilterForm(SliceForm):
 
 
 class SearchForm(forms.Form):
-    q = forms.CharField(required=False, max_length=200)
+    q = forms.CharField(required=False, max_length=200, label="Search")
 
     def clean_q(self) -> SearchTerm | None:
         return search_term(self.cleaned_data.get("q") or "")
@@ -235,7 +245,7 @@ DIMENSION_CHOICES = [("stream", "Stream"), ("tag", "Tag")]
 
 class RetryStatsForm(RangeForm):
     default_range = "7d"
-    by = forms.ChoiceField(choices=DIMENSION_CHOICES, required=False)
+    by = forms.ChoiceField(choices=DIMENSION_CHOICES, required=False, label="Group by")
     stream = forms.CharField(required=False, max_length=64)
     tag = forms.CharField(required=False, max_length=255)
 
@@ -248,7 +258,7 @@ class ErrorGroupsForm(RangeForm):
     default_range = "7d"
     stream = forms.CharField(required=False, max_length=64)
     tag = forms.CharField(required=False, max_length=255)
-    url = forms.CharField(required=False, max_length=2048)
+    url = forms.CharField(required=False, max_length=2048, label="URL")
 
 
 ERROR_LINE_LIMIT = 300
@@ -259,7 +269,8 @@ def form_errors(form: forms.Form) -> list[str]:
     lines: list[str] = []
     for name, errors in form.errors.items():
         label = "" if name == "__all__" else f"{form.fields[name].label or name.capitalize()}: "
-        lines.extend(_clip(f"{label}{error}") for error in errors)
+        # Errors may quote the typed value: an invisible or direction-changing character is shown, not obeyed.
+        lines.extend(_clip(visible(f"{label}{error}")) for error in errors)
     return lines
 
 

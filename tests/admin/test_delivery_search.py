@@ -176,3 +176,15 @@ def test_filters_narrow_the_list(staff_client: Client, stored: dict[str, Deliver
     group = stored["timeout"].error_group_id
     body = staff_client.get(URL, {"error_group__id__exact": group}).content.decode()
     assert str(stored["timeout"].pk) in body and str(stored["error"].pk) not in body
+
+
+@pytest.mark.parametrize("text", ["\u202eevil", "tx:\u202e0x12", "stream:\u202eab"])
+def test_a_direction_override_in_the_search_is_shown_not_obeyed(
+    staff_client: Client, stored: dict[str, Delivery], text: str
+) -> None:
+    _, body = found(staff_client, text)
+    messages = body[body.index('class="messagelist"'):]
+    messages = messages[: messages.index("</ul>")]
+    # The message quotes the text with the override named, so the rest of the sentence reads as written.
+    assert "\u27e8U+202E\u27e9" in messages
+    assert "\u202e" not in messages

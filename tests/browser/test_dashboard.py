@@ -137,3 +137,21 @@ def test_live_refresh_can_be_paused(page: Any, filled: Source) -> None:
     page.locator(".js-live-toggle").click()
     wait_until(page, "document.querySelector('.js-live-label').textContent.includes('updated')", timeout=30)
     assert page.locator("#overview-live .cards").is_visible()
+
+
+def test_the_error_column_stays_readable_at_1024_px(page: Any, filled: Source) -> None:
+    page.set_viewport_size({"width": 1024, "height": 800})
+    page.goto("/deliveries/?status=failing")
+    cells = page.locator("#deliveries-table tbody td.fill")
+    assert cells.count() > 0
+    boxes = [cells.nth(i).bounding_box() for i in range(min(5, cells.count()))]
+    # Wide enough for a few words per line, and inside the window, not cut off by the panel's edge.
+    assert all(b is not None and b["width"] >= 200 and b["x"] + b["width"] <= 1024 for b in boxes), boxes
+    assert cells.first.inner_text().strip()
+    assert page.locator("#deliveries-table td.fill .clamp").first.evaluate(
+        "el => getComputedStyle(el).webkitLineClamp"
+    ) == "3"
+    # The table fits the window: no sideways scrolling to reach the error.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1024 + 1
+    assert "match" in page.locator(".js-matched").inner_text()
+    screenshot(page, "deliveries-1024")

@@ -148,3 +148,18 @@ def test_hostile_creator_records_are_escaped(
     assert ">description</span>" in html and ">royalty</span>" in html
     # The query the canned host received used the repeated key.
     assert f"creator_addresses={APTOS_CREATOR}" in canned_upstream.seen[0]
+
+
+def test_a_direction_override_typed_into_a_field_is_shown_in_its_message(viewer_client: Client, db: None) -> None:
+    make_source()
+    for url, params in (
+        ("/lookups/creators/", {"addresses": "\u202e0x1"}),
+        ("/lookups/owners/", {"address": "\u202e0x1", "chain": "eth"}),
+        ("/lookups/owners/", {"address": BAYC, "chain": "\u202eeth"}),
+    ):
+        response = viewer_client.get(url, params)
+        assert response.status_code == 400, params
+        errors = re.findall(r'<p class="field-error">(.*?)</p>', response.content.decode(), re.S)
+        assert errors, params
+        assert all("\u202e" not in e for e in errors), errors
+        assert any("\u27e8U+202E\u27e9" in e for e in errors), errors

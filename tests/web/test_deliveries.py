@@ -8,8 +8,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.deliveries import counting
+from dashboard.deliveries.counting import RowCount
 from dashboard.deliveries.models import Delivery, ErrorGroup
+from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
 from dashboard.sources.models import Source
+from dashboard.upstream.chains import CHAINS
 from tests.web.conftest import STREAM_B, TX, URL_B, record, store
 
 pytestmark = pytest.mark.django_db
@@ -24,8 +28,11 @@ def test_it_lists_newest_first_with_a_pinned_query_count(
 ) -> None:
     now = timezone.now()
     stored = store(plain_source, *(record(date=now - timedelta(minutes=i)) for i in range(5)))
-    # session, user, the viewer role (user and group permissions), sync banner, filter menus, the page of rows
-    with django_assert_num_queries(7):
+    # session, user, the viewer role (user and group permissions), sync banner, the bounded count of the
+    # matching rows (COUNT over LIMIT 10 001), filter menus, the page of rows
+    # + the open incidents for the navigation's count (alerts.context_processors: one query
+    # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
+    with django_assert_num_queries(9):
         response = logged_in_client.get("/deliveries/")
     assert response.status_code == 200
     assert _ids(response) == [str(d.pk) for d in stored]
@@ -112,7 +119,10 @@ def test_the_sql_of_a_later_page_uses_no_offset(plain_source: Source, logged_in_
                                                django_assert_max_num_queries) -> None:
     store(plain_source, *(record(date=timezone.now() - timedelta(minutes=i)) for i in range(60)))
     first = logged_in_client.get("/deliveries/")
-    with django_assert_max_num_queries(7) as captured:
+    # as the first page, with the bounded count of the matching rows
+    # + the open incidents for the navigation's count (alerts.context_processors: one query
+    # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
+    with django_assert_max_num_queries(9) as captured:
         logged_in_client.get(f"/deliveries/?after={first.context['older_cursor']}")
     assert not any("OFFSET" in q["sql"] for q in captured.captured_queries)
 
@@ -178,3 +188,54 @@ def test_the_export_reads_in_chunks(plain_source: Source, logged_in_client: Clie
     rows = _csv(logged_in_client.get("/deliveries/export.csv?order=oldest"))
     assert len(rows) == 6
     assert [r[1] for r in rows[1:]] == sorted(r[1] for r in rows[1:])
+
+
+def test_the_list_counts_what_the_filter_matches_exactly_up_to_a_bound(
+    plain_source: Source, logged_in_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = timezone.now()
+    store(plain_source, *(record(date=now - timedelta(minutes=i), retries=i % 2, error="boom" if i % 2 else "")
+                          for i in range(60)))
+    response = logged_in_client.get("/deliveries/", {"status": "failing"})
+    assert response.context["matched"] == RowCount(30, estimated=False)
+    assert "30 matches · 30 shown" in response.content.decode()
+    response = logged_in_client.get("/deliveries/")
+    assert response.context["matched"] == RowCount(60, estimated=False)
+    assert "60 matches · 50 shown" in response.content.decode()
+
+    # Beyond the bound the count is the planner's, said to be an estimate.
+    monkeypatch.setattr(counting, "EXACT_LIMIT", 20)
+    response = logged_in_client.get("/deliveries/")
+    assert response.context["matched"].estimated and response.context["matched"].rows >= 21
+    assert "about " in response.content.decode()
+
+
+def test_retrying_rows_show_their_next_retry_from_the_schedule(plain_source: Source, logged_in_client: Client) -> None:
+    now = timezone.now()
+    retrying, failed, ok = store(
+        plain_source,
+        record(date=now - timedelta(minutes=5), error="boom", retries=1),
+        record(date=now - timedelta(days=3), error="boom", retries=MAX_RETRIES),
+        record(date=now - timedelta(minutes=6)),
+    )
+    body = logged_in_client.get("/deliveries/").content.decode()
+    assert "Next retry (UTC)" in body
+    # Retry 1 came 1 min after the first attempt; the next is 10 min after that.
+    expected = retry_schedule(retrying.date, 1).next_retry
+    assert expected is not None and expected == retrying.date + timedelta(minutes=11)
+    rows = body.split('<tr class="clickable"')[1:]
+    by_id = {str(d.pk): next(r for r in rows if str(d.pk) in r) for d in (retrying, failed, ok)}
+    assert expected.strftime("%m-%d %H:%M") in by_id[str(retrying.pk)]
+    assert failed.next_retry is None and ok.next_retry is None
+    assert expected.strftime("%m-%d %H:%M") not in by_id[str(failed.pk)]
+
+
+def test_the_chain_filter_is_a_menu_of_the_chain_table(plain_source: Source, logged_in_client: Client) -> None:
+    body = logged_in_client.get("/deliveries/", {"chain": "polygon"}).content.decode()
+    menu = body[body.index('<select name="chain">'):]
+    menu = menu[: menu.index("</select>")]
+    assert all(f'<option value="{c.hex_id}"' in menu for c in CHAINS)
+    assert '<option value="0x89" selected>' in menu
+    # A chain id outside the table, from a link, stays selected.
+    body = logged_in_client.get("/deliveries/", {"chain": "0x2105"}).content.decode()
+    assert '<option value="0x2105" selected>0x2105</option>' in body

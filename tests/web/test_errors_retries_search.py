@@ -27,7 +27,9 @@ def test_error_groups_with_counts_sparklines_and_affected_slices(
         record(date=now - timedelta(hours=2)),
     )
     # session, user, the viewer role (user and group permissions), sync banner, per-group slices, sparkline buckets, the groups
-    with django_assert_num_queries(8):
+    # + the open incidents for the navigation's count (alerts.context_processors: one query
+    # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
+    with django_assert_num_queries(9):
         response = logged_in_client.get("/errors/")
     entries = response.context["entries"]
     first = entries[0]
@@ -60,7 +62,9 @@ def test_retry_statistics_per_stream_and_tag(
     )
     # session, user, the viewer role (user and group permissions), sync banner, distribution, the replays that
     # delivered (exact times to success), still-failing deliveries
-    with django_assert_num_queries(8):
+    # + the open incidents for the navigation's count (alerts.context_processors: one query
+    # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
+    with django_assert_num_queries(9):
         response = logged_in_client.get("/retries/")
     rows = {r.key: r for r in response.context["rows"]}
     a = rows["11111111-1111-4111-8111-111111111111"]
@@ -89,7 +93,9 @@ def test_search_finds_deliveries_through_search_keys(
     hit = next(d for d in stored if d.block_number == 777)
     # session, user, the viewer role (user and group permissions), sync banner, the ids holding the key (read
     # through the search index), the matching deliveries
-    with django_assert_num_queries(7):
+    # + the open incidents for the navigation's count (alerts.context_processors: one query
+    # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
+    with django_assert_num_queries(8):
         response = logged_in_client.get(f"/search/?q={TX.upper().replace('0X', '0x')}")
     assert [d.pk for d in response.context["deliveries"]] == [hit.pk]
     for q in (ADDR, "777", f"tx:{TX}", f"address:{ADDR}"):
@@ -120,9 +126,26 @@ def test_ids_and_error_text_in_the_search_box_lead_to_the_delivery_or_the_list(
     assert [d.pk for d in response.context["deliveries"]] == [delivery.pk]
     assert response.redirect_chain == [("/deliveries/?status=failing&error=certificate+has+expired", 302)]
 
-    # An id nobody has is no key either: the page says what the box takes.
-    response = logged_in_client.get("/search/", {"q": "00000000-0000-4000-8000-000000000000"})
-    assert response.status_code == 400 and "is not a search key" in response.content.decode()
+    # An id nobody has: the page says so, in words, without the field's name.
+    for q in ("00000000-0000-4000-8000-000000000000", "stream:00000000-0000-4000-8000-000000000000"):
+        response = logged_in_client.get("/search/", {"q": q})
+        body = response.content.decode()
+        assert response.status_code == 400
+        assert "no delivery or stream with this id" in body.lower() or "no stream with this id" in body.lower(), q
+        assert "is not a search key" not in body and "Q:" not in body
+
+
+def test_messages_name_no_raw_field_and_show_invisible_characters(logged_in_client: Client) -> None:
+    response = logged_in_client.get("/search/", {"q": "\u202ex"})
+    assert response.status_code == 400
+    errors = response.context["errors"]
+    assert errors and all(not e.startswith("Q:") and "\u202e" not in e for e in errors), errors
+    assert any("\u27e8U+202E\u27e9x" in e for e in errors), errors
+    response = logged_in_client.get("/deliveries/", {"q": "0x12", "url": "x" * 3000, "range": "\u202e1h"})
+    errors = response.context["errors"]
+    assert response.status_code == 400 and len(errors) == 3
+    assert [e.split(":")[0] for e in errors] == ["Range", "URL", "Search"]
+    assert all("\u202e" not in e for e in errors) and "\u27e8U+202E\u27e9" in errors[0]
 
 
 def test_the_list_of_an_error_group_names_it(plain_source: Source, logged_in_client: Client) -> None:

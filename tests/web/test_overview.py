@@ -27,7 +27,9 @@ def test_it_shows_counts_worst_streams_errors_and_sources(
     )
     # session, user, the viewer role (user and group permissions), sync banner, 1 h/24 h counts (raw edge hours,
     # whole-hour rollups), 7-day rollups, error templates, sources, chart
-    with django_assert_num_queries(11):
+    # + the open incidents for the navigation's count (alerts.context_processors: one query
+    # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
+    with django_assert_num_queries(12):
         response = logged_in_client.get("/")
     assert response.status_code == 200
     cards = {c["label"]: (c["total"], c["failed"]) for c in response.context["cards"]}
@@ -78,3 +80,27 @@ def test_a_failing_source_is_shown(plain_source: Source, logged_in_client: Clien
     body = logged_in_client.get("/").content.decode()
     assert "Needs attention" in body
     assert "&lt;b&gt;connection refused&lt;/b&gt;" in body
+
+
+def test_the_24_hour_card_and_the_chart_agree_or_say_why(plain_source: Source, logged_in_client: Client) -> None:
+    now = timezone.now()
+    store(plain_source, record(date=now - timedelta(hours=2)), record(date=now - timedelta(hours=3), error="x", retries=1))
+    response = logged_in_client.get("/", {"range": "24h"})
+    chart = response.context["timeline"].chart
+    card = next(c for c in response.context["cards"] if c["range"] == "24h")
+    assert (chart.delivered + chart.failed, chart.failed) == (card["total"], card["failed"]) == (2, 1)
+    assert response.context["chart_note"] == ""
+    assert "1 delivered · 1 failing" in response.content.decode()
+
+    # A delivery in the chart's first whole-hour bar, just before the card's exact 24 hours.
+    first_bar = response.context["timeline"].buckets[0].start
+    if first_bar == now - timedelta(hours=24):
+        pytest.skip("the window starts on the hour: the first bar and the card start together")
+    store(plain_source, record(date=first_bar, error="y", retries=1))
+    response = logged_in_client.get("/", {"range": "24h"})
+    card = next(c for c in response.context["cards"] if c["range"] == "24h")
+    assert (card["total"], card["failed"]) == (2, 1)
+    note = response.context["chart_note"]
+    assert note.startswith("The chart counts +1 deliveries (+1 failing) against the \u201cLast 24 hours\u201d card")
+    assert f"starts at {first_bar:%H:%M} UTC" in note
+    assert note in response.content.decode().replace("&#x27;", "'")

@@ -8,6 +8,7 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard.deliveries import url_health
+from dashboard.deliveries.models import Stream
 from dashboard.sources.models import Source
 from tests.web.conftest import STREAM_A, STREAM_B, URL_A, URL_B, record, store
 
@@ -29,10 +30,14 @@ def test_one_row_per_stream_with_its_numbers(
     # session, user, the viewer role (user and group permissions), sync banner, rollups per stream, last delivery
     # per stream, the rollups' change stamp, attempts for health (replayed, then cached), stream rows, streams
     # down at the provider
-    with django_assert_num_queries(11):
+    # + the open incidents for the navigation's count (alerts.context_processors: one query
+    # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
+    with django_assert_num_queries(12):
         logged_in_client.get("/streams/")
     # The estimate comes from the cache now: no attempts read.
-    with django_assert_num_queries(10):
+    # + the open incidents for the navigation's count (alerts.context_processors: one query
+    # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
+    with django_assert_num_queries(11):
         response = logged_in_client.get("/streams/")
     assert response.status_code == 200
     entries = {e["stats"].key: e for e in response.context["entries"]}
@@ -86,3 +91,40 @@ def test_a_falling_rate_warns_before_it_crosses_seventy() -> None:
     assert health.hours_to_error is not None and health.hours_to_error <= url_health.WARN_HORIZON_HOURS
     assert health.state == "at-risk"
     assert "falls below 70" in health.explanation
+
+
+def test_a_stream_the_provider_keeps_active_is_at_risk_not_in_error(
+    plain_source: Source, logged_in_client: Client
+) -> None:
+    now = timezone.now()
+    store(
+        plain_source,
+        *(record(date=now - timedelta(minutes=m), stream_id=STREAM_B, tag="beta", url=URL_B,
+                 error="Request failed with status code 500", retries=4) for m in range(5, 15)),
+    )
+
+    def entry() -> Any:
+        response = logged_in_client.get("/streams/")
+        return response, next(e for e in response.context["entries"] if e["stats"].key == STREAM_B)
+
+    # Before the provider's status is read, the replay alone decides: rate 50 is likely in error.
+    response, b = entry()
+    assert (b["health"].rate, b["health"].state) == (50, "error")
+    assert "1 likely in error" in response.content.decode()
+
+    Stream.objects.filter(stream_id=STREAM_B).update(provider_status="active")
+    response, b = entry()
+    assert (b["health"].rate, b["health"].state) == (50, "at-risk")
+    assert b["disagreement"] == ""
+    body = response.content.decode()
+    assert "likely in error" not in body and "1 at risk" in body
+    assert "active at the provider" in body
+    assert "The provider still has the stream active" in b["health"].explanation
+    # The stream's own page says the same, for the stream and each of its URLs.
+    page = logged_in_client.get(f"/streams/{STREAM_B}/")
+    assert page.context["health"].state == "at-risk"
+    assert all(uh is None or uh.state != "error" for _, uh in page.context["urls"])
+    # The cached estimate itself is untouched: a stream the provider has in error reads as error.
+    Stream.objects.filter(stream_id=STREAM_B).update(provider_status="error")
+    _, b = entry()
+    assert b["health"].state == "error"

@@ -10,8 +10,8 @@ from django import template
 from django.http import QueryDict
 from django.utils import timezone
 
+from dashboard.text import visible as _visible
 from dashboard.web import explorers
-from dashboard.web.text import visible as _visible
 
 register = template.Library()
 
@@ -46,6 +46,12 @@ def query(**params: Any) -> str:
 @register.filter
 def visible(value: Any) -> str:
     return _visible(value)
+
+
+@register.filter
+def item(mapping: Any, key: Any) -> Any:
+    """`mapping[key]`, or None: a dict lookup by a variable key."""
+    return mapping.get(key) if mapping else None
 
 
 @register.filter

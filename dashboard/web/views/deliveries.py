@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
 from dashboard.actions.services import can_act, delivery_replays
+from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
 from dashboard.deliveries.models import Delivery, DeliveryChange, ErrorGroup, HourlyRollup
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
 from dashboard.sources.clients import page_client
@@ -63,6 +64,10 @@ def delivery_list(request: HttpRequest) -> HttpResponse:
     group = ErrorGroup.objects.filter(pk=data["group"]).first() if data.get("group") else None
     context = {
         "nav": "deliveries",
+        # The whole filter's match count, as the admin counts: exact up to a bound, estimated beyond.
+        "matched": bounded_count(qs),
+        "exact_limit": EXACT_LIMIT,
+        "with_next_retry": True,
         "form": form,
         "deliveries": rows,
         "group": group,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -53,16 +54,18 @@ def overview(request: HttpRequest) -> HttpResponse:
     sources = list(Source.objects.order_by("name"))
     source_states = [(s, s.problem(now)) for s in sources]
     chart = timeline.build(window.start, window.end, {})
+    cards = [
+        _card("Last hour", "1h", recent["total_1"], recent["failed_1"]),
+        _card("Last 24 hours", "24h", recent["total_24"], recent["failed_24"]),
+        _card("Last 7 days", "7d", week_total, week_failed),
+    ]
 
     context = {
         "nav": "overview",
         "now": now,
         "window": window,
-        "cards": [
-            _card("Last hour", "1h", recent["total_1"], recent["failed_1"]),
-            _card("Last 24 hours", "24h", recent["total_24"], recent["failed_24"]),
-            _card("Last 7 days", "7d", week_total, week_failed),
-        ],
+        "cards": cards,
+        "chart_note": _chart_note(chart, next((c for c in cards if c["range"] == window.preset), None)),
         "open_group_count": len(open_groups),
         "worst_streams": worst_streams[:WORST],
         "worst_urls": worst_urls[:WORST],
@@ -72,6 +75,36 @@ def overview(request: HttpRequest) -> HttpResponse:
         "day_ago": day_ago,
     }
     return render_live(request, "web/overview.html", "web/_overview_partial.html", context)
+
+
+def _chart_note(chart: timeline.Timeline, card: dict[str, Any] | None) -> str:
+    """Why the chart's totals differ from the card of the same range, or "" when they agree.
+
+    The card counts exactly the trailing window (raw rows at its edges); the chart's bars are whole
+    buckets, so its first bar reaches back to the bucket's start."""
+    if card is None:
+        return ""
+    total = chart.chart.delivered + chart.chart.failed
+    if (total, chart.chart.failed) == (card["total"], card["failed"]):
+        return ""
+    more, more_failing = total - int(card["total"]), chart.chart.failed - int(card["failed"])
+    first = chart.buckets[0].start if chart.buckets else chart.start
+    if first < chart.start:
+        reason = (
+            f"its first {chart.step_label} bar starts at {first:%H:%M} UTC, "
+            f"{_minutes(chart.start - first)} before the card's window"
+        )
+    else:
+        reason = "the card and the chart were read a moment apart"
+    return (
+        f"The chart counts {more:+,} deliveries ({more_failing:+,} failing) against the "
+        f"\u201c{card['label']}\u201d card: {reason}."
+    )
+
+
+def _minutes(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
 def _card(label: str, range_key: str, total: int, failed: int) -> dict[str, object]:

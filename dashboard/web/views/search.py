@@ -19,30 +19,35 @@ from dashboard.web.views.common import bad_filters
 RESULTS = 100
 
 
-def _jump(text: str) -> str | None:
+def _jump(text: str) -> tuple[str | None, str | None]:
     """Where input that is no payload key leads, read as the admin's search box reads it: a delivery id to
-    that delivery, a stream id to its deliveries, words to the failures with that error text."""
+    that delivery, a stream id to its deliveries, words to the failures with that error text. The second
+    value is the message for an id that names nothing here."""
     try:
         term = parse_admin_search(text)
     except SearchError:
-        return None
+        return None, None
     if term.kind in ("uuid", "delivery") and Delivery.objects.filter(pk=term.value).exists():
-        return reverse("web:delivery", args=[term.value])
+        return reverse("web:delivery", args=[term.value]), None
     if term.kind in ("uuid", "stream") and Stream.objects.filter(stream_id=term.value).exists():
-        return f"{reverse('web:deliveries')}?{urlencode({'stream': term.value})}"
+        return f"{reverse('web:deliveries')}?{urlencode({'stream': term.value})}", None
     if term.kind == "error":
-        return f"{reverse('web:deliveries')}?{urlencode({'status': 'failing', 'error': term.value})}"
-    return None
+        return f"{reverse('web:deliveries')}?{urlencode({'status': 'failing', 'error': term.value})}", None
+    if term.kind in ("uuid", "delivery", "stream"):
+        kind = {"delivery": "delivery", "stream": "stream"}.get(term.kind, "delivery or stream")
+        return None, f"No {kind} with this id ({term.value}) is stored here."
+    return None, None
 
 
 @viewer_required
 def search(request: HttpRequest) -> HttpResponse:
     form = SearchForm(request.GET)
     if not form.is_valid():
-        target = _jump(request.GET.get("q", ""))
+        target, unknown = _jump(request.GET.get("q", ""))
         if target is not None:
             return redirect(target)
-        return bad_filters(request, form, title="Search", nav="search")
+        messages = [unknown] if unknown is not None else None
+        return bad_filters(request, form, title="Search", messages=messages, nav="search")
     term = form.cleaned_data["q"]
     results: list[Delivery] = []
     if term is not None:

@@ -46,8 +46,8 @@ def stream_list(request: HttpRequest) -> HttpResponse:
     entries: list[StreamEntry] = []
     for stats in streams.values():
         healths = [health[url] for url in sorted(stats.urls) if url in health]
-        worst = url_health.worst(healths)
         row = stream_rows.get(stats.key)
+        worst = url_health.checked(url_health.worst(healths), row.provider_status if row else "")
         entries.append(
             {
                 "stats": stats,
@@ -86,12 +86,12 @@ def stream_detail(request: HttpRequest, stream_id: str) -> HttpResponse:
     now = timezone.now()
     urls = sorted(set(stream.webhook_urls) | ({stream.provider_webhook_url} - {""}))
     healths = url_health.url_health_now(now, urls)
-    worst = url_health.worst(healths.values())
+    worst = url_health.checked(url_health.worst(healths.values()), stream.provider_status)
     stored = HourlyRollup.objects.filter(stream_id=stream.stream_id).attempt_counts()
     context = {
         "nav": "streams",
         "stream": stream,
-        "urls": [(url, healths.get(url)) for url in urls],
+        "urls": [(url, url_health.checked(healths.get(url), stream.provider_status)) for url in urls],
         "health": worst,
         "disagreement": stream.disagrees_with(worst.state if worst else None),
         "stored": stored,
