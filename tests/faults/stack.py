@@ -147,7 +147,8 @@ class Child:
         return self.process.poll() is None
 
     def output(self) -> str:
-        self._out.flush()
+        if not self._out.closed:
+            self._out.flush()
         return self.log.read_text()[-4000:]
 
     def kill(self) -> None:
@@ -216,7 +217,7 @@ class Stack:
         return self.postgres.scalar(self.database, sql)
 
     def stored(self) -> int:
-        """Deliveries stored; 0 while the server is down."""
+        """Deliveries stored; -1 while the server is down."""
         try:
             return int(self.scalar("SELECT count(*) FROM deliveries_delivery"))
         except psycopg.OperationalError:
