@@ -71,6 +71,10 @@ class PrivatePostgres:
             return None if row is None else row[0]
 
     def stop(self) -> None:
+        from pgserver._commands import pg_ctl
+
+        # pgserver's own cleanup leaves alone a server restarted under it (a new postmaster): stop it here.
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user, timeout=60)
         self.server.cleanup()
 
 
