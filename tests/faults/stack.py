@@ -71,6 +71,10 @@ class PrivatePostgres:
             return None if row is None else row[0]
 
     def stop(self) -> None:
+        from pgserver._commands import pg_ctl
+
+        # pgserver's own cleanup leaves alone a server restarted under it (a new postmaster): stop it here.
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user, timeout=60)
         self.server.cleanup()
 
 
@@ -147,7 +151,8 @@ class Child:
         return self.process.poll() is None
 
     def output(self) -> str:
-        self._out.flush()
+        if not self._out.closed:
+            self._out.flush()
         return self.log.read_text()[-4000:]
 
     def kill(self) -> None:
@@ -216,7 +221,7 @@ class Stack:
         return self.postgres.scalar(self.database, sql)
 
     def stored(self) -> int:
-        """Deliveries stored; 0 while the server is down."""
+        """Deliveries stored; -1 while the server is down."""
         try:
             return int(self.scalar("SELECT count(*) FROM deliveries_delivery"))
         except psycopg.OperationalError:
