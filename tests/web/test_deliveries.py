@@ -219,7 +219,7 @@ def test_retrying_rows_show_their_next_retry_from_the_schedule(plain_source: Sou
         record(date=now - timedelta(minutes=6)),
     )
     body = logged_in_client.get("/deliveries/").content.decode()
-    assert "Next retry (UTC)" in body
+    assert ">Next retry</th>" in body
     # Retry 1 came 1 min after the first attempt; the next is 10 min after that.
     expected = retry_schedule(retrying.date, 1).next_retry
     assert expected is not None and expected == retrying.date + timedelta(minutes=11)
