@@ -31,7 +31,7 @@ from dashboard.actions.models import (
 )
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, Stream
-from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.deliveries.schedule import attempt_at
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.clients import page_client, streams_client
 from dashboard.sources.models import Source
@@ -386,7 +386,7 @@ def _reread(client: UpstreamClient, item: ReplayItem) -> None:
 
 
 def _scheduled_at(item: ReplayItem, retries: int) -> datetime:
-    return item.delivery_date + timedelta(seconds=ATTEMPT_OFFSETS[max(0, min(retries, MAX_RETRIES))])
+    return attempt_at(item.delivery_date, retries)
 
 
 def find_replay_attempt(client: UpstreamClient, item: ReplayItem) -> DeliveryLog | None:

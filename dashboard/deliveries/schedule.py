@@ -22,6 +22,12 @@ class RetrySchedule:
     runs_out: datetime
 
 
+def attempt_at(first_attempt: datetime, retries: int) -> datetime:
+    """When the schedule places the attempt with this retry count (0: the first attempt; clamped to the
+    schedule's length)."""
+    return first_attempt + timedelta(seconds=ATTEMPT_OFFSETS[max(0, min(retries, MAX_RETRIES))])
+
+
 def retry_schedule(first_attempt: datetime, retries: int) -> RetrySchedule:
     retries = max(0, min(retries, MAX_RETRIES))
     next_retry = first_attempt + timedelta(seconds=ATTEMPT_OFFSETS[retries + 1]) if retries < MAX_RETRIES else None

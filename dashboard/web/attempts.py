@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from dashboard.actions.models import ItemState, ReplayItem
 from dashboard.deliveries.models import Delivery, DeliveryChange
-from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+from dashboard.deliveries.schedule import MAX_RETRIES, attempt_at
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.upstream.streams import DeliveryLog
 
@@ -76,7 +76,7 @@ def attempt_history(
         for k in range(last + 1):
             final = k == last
             attempts.append(Attempt(
-                delivery.date + timedelta(seconds=ATTEMPT_OFFSETS[k]), SCHEDULE, k,
+                attempt_at(delivery.date, k), SCHEDULE, k,
                 (not delivery.is_failure and not replayed) if final else False,
                 delivery.error_message if final else "", exact=k == 0,
             ))
@@ -93,7 +93,7 @@ def _is_attempt_of(entry: DeliveryLog, delivery: Delivery) -> bool:
     the schedule at the retry count we hold (a replay)."""
     if entry.created_at is None or entry.retries is None or entry.retries < 0:
         return False
-    scheduled = delivery.date + timedelta(seconds=ATTEMPT_OFFSETS[min(entry.retries, MAX_RETRIES)])
+    scheduled = attempt_at(delivery.date, entry.retries)
     if abs(entry.created_at - scheduled) <= LOG_SLACK:
         return True
     return entry.retries == delivery.retries and entry.created_at > scheduled
