@@ -98,8 +98,7 @@ class StateCollector(Collector):
             database_ok.add_metric([], 0)
         yield database_ok
         yield from self._queues()
-        if replica.configured():
-            yield from self._replica()
+        yield from self._replica()
 
     def _sources(self) -> Iterator[Metric]:
         now = timezone.now()
@@ -174,20 +173,22 @@ class StateCollector(Collector):
         yield mails
 
     def _replica(self) -> Iterator[Metric]:
-        status = replica.replica_status()
+        # Described always; a series only with a replica configured.
         up = GaugeMetricFamily(
             "dashboard_replica_up", "1 when the read replica (DATABASE_REPLICA_URL) answered the scrape, else 0."
         )
-        up.add_metric([], 1 if status.ok else 0)
-        yield up
         lag = GaugeMetricFamily(
             "dashboard_replica_lag_seconds",
             "How far the read replica is behind the primary: 0 when it has replayed all it received, else the "
             "age of the last transaction it replayed. Pages read the primary while it exceeds "
             "REPLICA_MAX_LAG_SECONDS.",
         )
-        if status.lag_seconds is not None:
-            lag.add_metric([], status.lag_seconds)
+        if replica.configured():
+            status = replica.replica_status()
+            up.add_metric([], 1 if status.ok else 0)
+            if status.lag_seconds is not None:
+                lag.add_metric([], status.lag_seconds)
+        yield up
         yield lag
 
     def _queues(self) -> Iterator[Metric]:

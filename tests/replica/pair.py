@@ -96,13 +96,17 @@ class ReplicaPair:
             row = conn.execute(sql, params).fetchone()
             return None if row is None else row[0]
 
-    def caught_up(self) -> None:
-        """Waits until the replica has replayed everything the primary wrote so far."""
+    def _reached(self, position: str, what: str) -> None:
+        """Waits until the replica's `position` function passes the primary's WAL as of now."""
         target = self.on_primary("SELECT pg_current_wal_lsn()::text")
         deadline = time.monotonic() + 30
-        while not self.on_replica("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [target]):
-            assert time.monotonic() < deadline, "the replica did not catch up"
+        while not self.on_replica(f"SELECT {position}() >= %s::pg_lsn", [target]):
+            assert time.monotonic() < deadline, f"the replica {what}"
             time.sleep(0.05)
+
+    def caught_up(self) -> None:
+        """Waits until the replica has replayed everything the primary wrote so far."""
+        self._reached("pg_last_wal_replay_lsn", "did not catch up")
 
     def pause_replay(self) -> None:
         """Replay paused right after a fresh commit replayed, so the replica's lag counts from now."""
@@ -115,11 +119,7 @@ class ReplicaPair:
 
     def received_not_replayed(self) -> None:
         """Waits until the replica has received WAL it has not replayed (it lags)."""
-        target = self.on_primary("SELECT pg_current_wal_lsn()::text")
-        deadline = time.monotonic() + 30
-        while not self.on_replica("SELECT pg_last_wal_receive_lsn() >= %s::pg_lsn", [target]):
-            assert time.monotonic() < deadline, "the replica received nothing"
-            time.sleep(0.05)
+        self._reached("pg_last_wal_receive_lsn", "received nothing")
 
     def resume_replay(self) -> None:
         self.on_replica("SELECT pg_wal_replay_resume()")
