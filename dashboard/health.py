@@ -9,6 +9,7 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from dashboard import replica
 from dashboard.polling.locks import redis_client
 from dashboard.sources.models import Source
 
@@ -51,6 +52,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
                 }
             )
     checks["sources"] = sources
+    if replica.configured():
+        checks["replica"] = replica.status_details()
     return JsonResponse({"ok": ok, **checks}, status=200 if ok else 503)
 
 
@@ -68,4 +71,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
         problem = source.problem()
         states.append({"name": source.name, "ok": problem is None, "problem": problem.summary if problem else ""})
     ready = not states or any(state["ok"] for state in states)
-    return JsonResponse({"ready": ready, "database": "ok", "sources": states}, status=200 if ready else 503)
+    answer: dict[str, Any] = {"ready": ready, "database": "ok", "sources": states}
+    if replica.configured():
+        answer["replica"] = replica.status_details()
+    return JsonResponse(answer, status=200 if ready else 503)

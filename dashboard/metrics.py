@@ -10,7 +10,8 @@ scrape shows the web process's own counters only.
 The state is read from the database and Redis at scrape time by cheap queries, so every web process answers
 the same: each source's lag, revisit age and health (the banner's rule, `Source.problem`), deliveries of the
 last 24 hours per stream and status (from the hourly rollups, never the deliveries table), open incidents per
-rule, alert mails per status, and the Celery queue's length.
+rule, alert mails per status, and the Celery queue's length; with a read replica, whether it answers and its
+lag. Where each marked page read (replica, or primary and why) is counted by `replica.py` (`READS`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from dashboard import replica
 from dashboard.alerts.models import Incident, Notification, NotificationStatus
 from dashboard.client_address import client_address
 from dashboard.deliveries.models import HourlyRollup, Stream
@@ -96,6 +98,7 @@ class StateCollector(Collector):
             database_ok.add_metric([], 0)
         yield database_ok
         yield from self._queues()
+        yield from self._replica()
 
     def _sources(self) -> Iterator[Metric]:
         now = timezone.now()
@@ -168,6 +171,25 @@ class StateCollector(Collector):
         for status in NotificationStatus.values:
             mails.add_metric([status], counts.get(status, 0))
         yield mails
+
+    def _replica(self) -> Iterator[Metric]:
+        # Described always; a series only with a replica configured.
+        up = GaugeMetricFamily(
+            "dashboard_replica_up", "1 when the read replica (DATABASE_REPLICA_URL) answered the scrape, else 0."
+        )
+        lag = GaugeMetricFamily(
+            "dashboard_replica_lag_seconds",
+            "How far the read replica is behind the primary: 0 when it has replayed all it received, else the "
+            "age of the last transaction it replayed. Pages read the primary while it exceeds "
+            "REPLICA_MAX_LAG_SECONDS.",
+        )
+        if replica.configured():
+            status = replica.replica_status()
+            up.add_metric([], 1 if status.ok else 0)
+            if status.lag_seconds is not None:
+                lag.add_metric([], status.lag_seconds)
+        yield up
+        yield lag
 
     def _queues(self) -> Iterator[Metric]:
         from dashboard.celery import app

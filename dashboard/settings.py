@@ -96,6 +96,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "dashboard.web.context_processors.sync_banner",
                 "dashboard.alerts.context_processors.open_incidents",
+                "dashboard.replica.replica_notice",
             ],
         },
     },
@@ -108,6 +109,20 @@ DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, co
 # Lets parallel test runs on one server keep apart (e.g. TEST_DATABASE_NAME=test_dashboard_2).
 if env_str("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME")}
+# An optional streaming replica of that database: the pages marked `@reads_replica` read the stored history from
+# it while it is at most REPLICA_MAX_LAG_SECONDS behind; everything else, and every write, uses the primary
+# (dashboard/replica.py). Unset: everything reads the primary.
+if env_str("DATABASE_REPLICA_URL"):
+    _replica_url = env_url("DATABASE_REPLICA_URL", "", schemes=("postgres", "postgresql"))
+    DATABASES["replica"] = dj_database_url.parse(_replica_url, conn_max_age=60, conn_health_checks=True)
+    # A replica host that is down must not hold a page for long: the page reads the primary instead.
+    DATABASES["replica"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 3)
+    # Tests create no database on the replica (it is read-only): the alias reads the test database.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    DATABASE_ROUTERS = ["dashboard.replica.ReplicaRouter"]
+REPLICA_MAX_LAG_SECONDS = env_int("REPLICA_MAX_LAG_SECONDS", 30, minimum=1, maximum=86400)
+# A page read from a replica at least this far behind says so in a banner.
+REPLICA_LAG_NOTICE_SECONDS = env_int("REPLICA_LAG_NOTICE_SECONDS", 5, minimum=0, maximum=86400)
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
 CACHES = {

@@ -21,7 +21,7 @@ RANK = {
     "devtools": 6,
 }
 # Beside the chain: any app may use them; they import no app.
-HELPERS = {"accounts", "live", "env", "text"}
+HELPERS = {"accounts", "live", "env", "text", "replica"}
 # Apps that stand alone and import nothing of the project.
 ALONE = {"simulator", "upstream"}
 

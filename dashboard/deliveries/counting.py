@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+from django.db import connections
 from django.db.models import QuerySet
 
 # Up to this many matching rows the count is exact.
@@ -36,7 +36,7 @@ def bounded_count(queryset: QuerySet[Any], exact_limit: int | None = None) -> Ro
 def planner_estimate(queryset: QuerySet[Any]) -> int:
     """The row count Postgres expects for the query, from its statistics; reads no rows."""
     sql, params = queryset.query.sql_with_params()
-    with connection.cursor() as cursor:
+    with connections[queryset.db].cursor() as cursor:
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
         plan = cursor.fetchone()[0]
     if isinstance(plan, str | bytes):

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.db import connection, models
+from django.db import connections, models
 from django.db.models import Case, Count, F, Q, Sum, When
 from django.db.models.functions import Coalesce
 from django.urls import reverse
@@ -164,7 +164,7 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
         if not ids:
             return {}
         table = self.model._meta.db_table
-        with connection.cursor() as cursor:
+        with connections[self.db].cursor() as cursor:
             cursor.execute(
                 f"""
                 SELECT s.stream_id, last.date
@@ -238,7 +238,7 @@ class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
         and re-inserts the rows of each hour it touches, under new ids), their number from `since` on (a
         deletion) and the table's oid (another database, or one created again, behind the same cache)."""
         table = self.model._meta.db_table
-        with connection.cursor() as cursor:
+        with connections[self.db].cursor() as cursor:
             cursor.execute(
                 f"SELECT %s::regclass::oid, (SELECT max(id) FROM {table}),"  # noqa: S608 - the model's table
                 f" (SELECT count(*) FROM {table} WHERE hour >= %s)",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connections, router
 
 from dashboard.deliveries.models import Delivery
 from dashboard.sources.models import Source
@@ -93,6 +93,7 @@ def confirmation_gaps(
     the chain's finality plus `grace`, counted up to each source's `synced_through`), and those whose
     confirmed delivery is failing while the unconfirmed one was delivered; newest first, each kind
     bounded by `limit` and by reading at most `scan` rows."""
+    connection = connections[router.db_for_read(Delivery)]
     table = connection.ops.quote_name(Delivery._meta.db_table)
     sources = connection.ops.quote_name(Source._meta.db_table)
     params: dict[str, Any] = {

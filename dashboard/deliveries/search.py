@@ -220,9 +220,10 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
     only those rows. A frequent key keeps the plain overlap, whose date-ordered walk finds a match every
     1/share rows.
     """
-    from django.db import connection
+    from django.db import connections
 
     table = deliveries.model._meta.db_table
+    connection = connections[deliveries.db]
     with connection.cursor() as cursor:
         cursor.execute(  # noqa: S608 - the table name comes from the model; values are parameters
             _RARE_KEY_IDS.format(table=connection.ops.quote_name(table)),

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connections, router
 from django.db.models import Q, Sum
 from django.db.models.functions import Coalesce
 
@@ -86,7 +86,8 @@ def _stretch_counts(stretches: list[Stretch]) -> list[tuple[int, int]]:
         )
         params += [start, end, DeliveryStatus.DELIVERED, start, end]
         params += [start, end, DeliveryStatus.DELIVERED, start, end]
-    with connection.cursor() as cursor:
+    # Where the router reads deliveries: the read replica on the pages that use one.
+    with connections[router.db_for_read(Delivery)].cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(parts), params)  # noqa: S608 - the model's table; values are parameters
         row = cursor.fetchone()
     return [

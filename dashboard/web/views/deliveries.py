@@ -21,6 +21,7 @@ from dashboard.actions.services import can_act, delivery_replays
 from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
 from dashboard.deliveries.models import Delivery, DeliveryChange, ErrorGroup, HourlyRollup
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
+from dashboard.replica import reads_replica
 from dashboard.sources.clients import page_client
 from dashboard.upstream.errors import UpstreamError
 from dashboard.upstream.streams import logs_of_block
@@ -40,6 +41,7 @@ EXPORT_COLUMNS = (
 
 
 @viewer_required
+@reads_replica
 def delivery_list(request: HttpRequest) -> HttpResponse:
     form = DeliveryFilterForm(request.GET)
     if not form.is_valid():
@@ -117,6 +119,7 @@ def _export_rows(form: DeliveryFilterForm) -> Iterator[str]:
 
 
 @viewer_required
+@reads_replica
 def delivery_export(request: HttpRequest) -> HttpResponseBase:
     """Exactly the list's filtered set, every page of it, as CSV streamed in chunks."""
     form = DeliveryFilterForm(request.GET)
@@ -137,6 +140,7 @@ def _get_delivery(pk: uuid.UUID) -> Delivery:
 
 
 @viewer_required
+@reads_replica
 def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     delivery = _get_delivery(pk)
     full = request.GET.get("full") == "1"
@@ -216,6 +220,7 @@ def _block_time(block: dict[str, Any] | None) -> Any:
 
 
 @viewer_required
+@reads_replica
 def delivery_payload(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     """The stored payload as JSON, whole: what "see everything" and "copy" read."""
     delivery = _get_delivery(pk)

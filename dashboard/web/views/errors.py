@@ -10,6 +10,7 @@ from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import ErrorGroup, HourlyRollup
+from dashboard.replica import reads_replica
 from dashboard.web.charts import EPOCH, Sparkline, choose_step, floor_to, sparkline
 from dashboard.web.forms import ErrorGroupsForm
 from dashboard.web.stats import SliceStats, group_rows
@@ -25,6 +26,7 @@ class ErrorGroupEntry(TypedDict):
 
 
 @viewer_required
+@reads_replica
 def error_groups(request: HttpRequest) -> HttpResponse:
     form = ErrorGroupsForm(request.GET)
     if not form.is_valid():

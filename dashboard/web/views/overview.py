@@ -11,6 +11,7 @@ from django.utils import timezone
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import ErrorGroup, HourlyRollup
 from dashboard.deliveries.windows import trailing_counts
+from dashboard.replica import reads_replica
 from dashboard.sources.models import Source
 from dashboard.web import timeline
 from dashboard.web.forms import RangeForm
@@ -21,6 +22,7 @@ WORST = 5
 
 
 @viewer_required
+@reads_replica
 def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     form = RangeForm(request.GET, now=now)

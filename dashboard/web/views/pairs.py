@@ -12,12 +12,14 @@ from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.pairs import DEFAULT_FINALITY, GAPS_MAX, SCAN_ROWS, confirmation_gaps
+from dashboard.replica import reads_replica
 from dashboard.upstream.chains import CHAINS
 from dashboard.web.forms import PairGapsForm
 from dashboard.web.views.common import bad_filters
 
 
 @viewer_required
+@reads_replica
 def confirmation_gaps_page(request: HttpRequest) -> HttpResponse:
     form = PairGapsForm(request.GET)
     if not form.is_valid():

@@ -9,6 +9,7 @@ from dashboard.accounts.access import viewer_required
 from dashboard.actions.services import replay_recoveries
 from dashboard.deliveries.models import Delivery, HourlyRollup
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
+from dashboard.replica import reads_replica
 from dashboard.web.forms import RetryStatsForm
 from dashboard.web.retry_stats import retry_rows
 from dashboard.web.views.common import bad_filters
@@ -17,6 +18,7 @@ STILL_FAILING_ROWS = 100
 
 
 @viewer_required
+@reads_replica
 def retry_statistics(request: HttpRequest) -> HttpResponse:
     form = RetryStatsForm(request.GET)
     if not form.is_valid():

@@ -13,6 +13,7 @@ from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import Delivery, Stream
 from dashboard.deliveries.schedule import MAX_RETRIES
 from dashboard.deliveries.search import HELP, SearchError, parse_admin_search, search_deliveries
+from dashboard.replica import reads_replica
 from dashboard.web.forms import SearchForm
 from dashboard.web.views.common import bad_filters
 
@@ -40,6 +41,7 @@ def _jump(text: str) -> tuple[str | None, str | None]:
 
 
 @viewer_required
+@reads_replica
 def search(request: HttpRequest) -> HttpResponse:
     form = SearchForm(request.GET)
     if not form.is_valid():

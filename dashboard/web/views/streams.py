@@ -17,6 +17,7 @@ from dashboard.actions.services import can_act
 from dashboard.deliveries import url_health
 from dashboard.deliveries.links import deliveries_list_query
 from dashboard.deliveries.models import Delivery, HourlyRollup, Stream
+from dashboard.replica import reads_replica
 from dashboard.web.stats import SliceStats, group_rows
 
 
@@ -30,6 +31,7 @@ class StreamEntry(TypedDict):
 
 
 @viewer_required
+@reads_replica
 def stream_list(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     day_ago = HourlyRollup.hour_of(now - timedelta(hours=24))
@@ -78,6 +80,7 @@ def stream_list(request: HttpRequest) -> HttpResponse:
 
 
 @viewer_required
+@reads_replica
 def stream_detail(request: HttpRequest, stream_id: str) -> HttpResponse:
     """One stream: the provider's status beside our estimate, its counts beside ours, and what can be done."""
     stream = Stream.objects.select_related("source").filter(stream_id=stream_id.strip().lower()[:64]).first()

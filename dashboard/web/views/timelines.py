@@ -8,12 +8,14 @@ from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import HourlyRollup
+from dashboard.replica import reads_replica
 from dashboard.web import timeline
 from dashboard.web.forms import MENU_WINDOW, SliceForm
 from dashboard.web.views.common import bad_filters
 
 
 @viewer_required
+@reads_replica
 def timeline_page(request: HttpRequest) -> HttpResponse:
     form = SliceForm(request.GET)
     if not form.is_valid():
