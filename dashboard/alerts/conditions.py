@@ -14,10 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.db.models import Count, Max, Min, Q
 
 from dashboard.alerts.models import AlertRule, Condition, Scope, TargetKind
-from dashboard.deliveries import url_health
+from dashboard.deliveries import pairs, url_health
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
@@ -72,6 +73,8 @@ def observe(rule: AlertRule, now: datetime) -> list[Observation]:
         return poller_stale(rule, now)
     if rule.condition == Condition.PROVIDER_ERROR_STATE:
         return provider_error_state(rule, now)
+    if rule.condition == Condition.CONFIRMATION_GAP:
+        return confirmation_gap(rule, now)
     raise ValueError(f"unknown condition {rule.condition!r}")
 
 
@@ -211,6 +214,58 @@ def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
                 total=health.attempts,
                 rate=float(health.rate),
                 since=HourlyRollup.hour_of(now - url_health.WINDOW),
+            )
+        )
+    return found
+
+
+# The gaps an incident's details list (the mail and the incident page), newest first.
+GAPS_LISTED = 5
+_GAP_SCOPES = {Scope.STREAM: "stream_id", Scope.TAG: "tag", Scope.WEBHOOK_URL: "webhook_url"}
+
+
+def confirmation_gap(rule: AlertRule, now: datetime) -> list[Observation]:
+    """Streams with a block of the window a receiver acting only on confirmed deliveries would miss: its
+    confirmed delivery never came after the chain's finality (plus CONFIRMATION_GRACE_SECONDS), or it is
+    failing while the unconfirmed one was delivered. The Confirmation gaps page's query (deliveries/pairs.py),
+    narrowed to the rule's scope; bounded like the page."""
+    since = now - timedelta(minutes=rule.window_minutes)
+    scope = (_GAP_SCOPES[Scope(rule.scope)], rule.scope_value) if rule.scope in _GAP_SCOPES else None
+    # No upper bound that matters (see the module's note on clocks): a day past now.
+    gaps = pairs.confirmation_gaps(
+        since, now + timedelta(days=1), grace=timedelta(seconds=settings.CONFIRMATION_GRACE_SECONDS), scope=scope
+    )
+    by_stream: dict[str, list[pairs.Gap]] = {}
+    for gap in gaps:
+        by_stream.setdefault(gap.unconfirmed.stream_id, []).append(gap)
+    found = []
+    for stream_id in sorted(by_stream):
+        stream_gaps = by_stream[stream_id]
+        newest = stream_gaps[0].delivery
+        found.append(
+            Observation(
+                target_kind=TargetKind.STREAM,
+                target_key=stream_id,
+                label=_label(newest.tag, stream_id),
+                stream_id=stream_id,
+                webhook_url=newest.webhook_url,
+                failures=len(stream_gaps),
+                since=since,
+                extra={
+                    "missing_confirmed": sum(1 for g in stream_gaps if g.kind == "missing"),
+                    "failed_confirmed": sum(1 for g in stream_gaps if g.kind == "failed"),
+                    "gaps": [
+                        {
+                            "kind": g.kind,
+                            "block_number": g.unconfirmed.block_number,
+                            "chain_id": g.unconfirmed.chain_id,
+                            "unconfirmed_id": str(g.unconfirmed.pk),
+                            "confirmed_id": str(g.confirmed.pk) if g.confirmed else None,
+                            "date": g.unconfirmed.date.isoformat(),
+                        }
+                        for g in stream_gaps[:GAPS_LISTED]
+                    ],
+                },
             )
         )
     return found
@@ -391,6 +446,13 @@ def headline(rule: AlertRule, observation: Observation, details: dict[str, Any])
         if details.get("provider_status_message"):
             text += f" — {' '.join(str(details['provider_status_message']).split())[:160]}"
         return text[:500]
+    if rule.condition == Condition.CONFIRMATION_GAP:
+        blocks = "block" if observation.failures == 1 else "blocks"
+        return (
+            f"stream {observation.label}: {observation.failures} {blocks} without a delivered confirmed delivery — "
+            f"{details.get('missing_confirmed', 0)} missing after finality, "
+            f"{details.get('failed_confirmed', 0)} failing while the unconfirmed one was delivered"
+        )[:500]
     if rule.condition == Condition.ERROR_STATE_RISK:
         text = (
             f"stream {observation.label}: modelled success rate {observation.rate:.0f} % for {host} "

@@ -99,6 +99,8 @@ def status_word(incident: Incident) -> str:
         return "AT RISK"
     if incident.rule.condition == Condition.PROVIDER_ERROR_STATE:
         return "STREAM DOWN"
+    if incident.rule.condition == Condition.CONFIRMATION_GAP:
+        return "CONFIRMATION GAP"
     return "FAILING"
 
 

@@ -34,6 +34,10 @@ class Condition(models.TextChoices):
     ERROR_STATE_RISK = "error_state_risk", "Provider error-state risk (modelled success rate)"
     POLLER_STALE = "poller_stale", "Our poller is stale (dead-man's switch)"
     PROVIDER_ERROR_STATE = "provider_error_state", "Stream in error or terminated at the provider (actual)"
+    CONFIRMATION_GAP = "confirmation_gap", (
+        "Confirmation gap (confirmed delivery missing after finality, or failing while the unconfirmed one was "
+        "delivered)"
+    )
 
 
 class Digest(models.TextChoices):
@@ -56,7 +60,9 @@ class AlertRule(models.Model):
     )
     condition = models.CharField(max_length=24, choices=Condition.choices, default=Condition.ANY_FAILURE)
     window_minutes = models.PositiveIntegerField(
-        default=15, help_text="Any failure / failure rate: how far back deliveries count (by delivery date)."
+        default=15,
+        help_text="Any failure / failure rate / confirmation gap: how far back deliveries count (by delivery "
+        "date). A confirmation gap shows only after the chain's finality, so give it hours.",
     )
     threshold_percent = models.PositiveSmallIntegerField(
         default=50,
@@ -133,6 +139,11 @@ class AlertRule(models.Model):
             return f"modelled provider success rate below {self.threshold_percent} % (error state below 70 %)"
         if self.condition == Condition.PROVIDER_ERROR_STATE:
             return "the provider has the stream in error or terminated (its own status, synced with the poll)"
+        if self.condition == Condition.CONFIRMATION_GAP:
+            return (
+                f"a block of the last {self.window_minutes} min whose confirmed delivery is missing after the "
+                "chain's finality, or failing while its unconfirmed delivery went through"
+            )
         return f"no successful poll for {self.stale_minutes} min"
 
     def describe_scope(self) -> str:

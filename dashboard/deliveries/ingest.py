@@ -204,43 +204,59 @@ def _upsert_from_stage(cursor: Any) -> list[tuple[Any, ...]]:
 
 
 ROLLUP_DIMENSIONS = "source_id, hour, stream_id, tag, webhook_url, chain_id, status, error_group_id, retries"
+ROLLUP_TABLES = ("deliveries_hourlyrollup", "deliveries_eventrollup")
+
+# Both rollup tables from one read of the rows: `rows` yields the dimensions and each delivery's decoded
+# event names (its `event:` search keys); the hourly rollup sums over them, the event rollup once per name.
+_INSERT_ROLLUPS = f"""
+WITH grouped AS MATERIALIZED (
+    SELECT {ROLLUP_DIMENSIONS}, events, count(*) AS n FROM ({{rows}}) AS src
+     GROUP BY {ROLLUP_DIMENSIONS}, events
+), hourly AS (
+    INSERT INTO deliveries_hourlyrollup ({ROLLUP_DIMENSIONS}, deliveries)
+    SELECT {ROLLUP_DIMENSIONS}, sum(n) FROM grouped GROUP BY {ROLLUP_DIMENSIONS}
+)
+INSERT INTO deliveries_eventrollup ({ROLLUP_DIMENSIONS}, event, deliveries)
+SELECT {ROLLUP_DIMENSIONS}, substr(e.key, 7), sum(n)
+  FROM grouped CROSS JOIN LATERAL unnest(grouped.events) AS e(key)
+ GROUP BY {ROLLUP_DIMENSIONS}, e.key
+"""  # noqa: S608 - column and table names are constants
+# A delivery's event keys, in key order (the keys are stored sorted and distinct).
+_EVENTS = "ARRAY(SELECT k FROM unnest(d.search_keys) AS k WHERE k LIKE 'event:%%' ORDER BY k)"
 
 
 def refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> None:
-    """Recompute the rollup rows of every touched (source, stream, hour) from the stored deliveries."""
+    """Recompute the rollup rows (both tables) of every touched (source, stream, hour) from the stored
+    deliveries."""
     if not touched:
         return
     keys = sorted(touched)
     params = [[k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]]
-    cursor.execute(
-        """
-        DELETE FROM deliveries_hourlyrollup r
-         USING unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
-         WHERE r.source_id = t.source_id AND r.stream_id = t.stream_id AND r.hour = t.hour
-        """,
-        params,
-    )
-    cursor.execute(
-        f"""
-        INSERT INTO deliveries_hourlyrollup ({ROLLUP_DIMENSIONS}, deliveries)
+    for table in ROLLUP_TABLES:
+        cursor.execute(
+            f"""
+            DELETE FROM {table} r
+             USING unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
+             WHERE r.source_id = t.source_id AND r.stream_id = t.stream_id AND r.hour = t.hour
+            """,  # noqa: S608 - table names are constants
+            params,
+        )
+    rows = f"""
         SELECT t.source_id, t.hour, t.stream_id, d.tag, d.webhook_url, d.chain_id, d.status,
-               d.error_group_id, d.retries, count(*)
+               d.error_group_id, d.retries, d.events
           FROM unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
           -- LATERAL: one range scan of the (stream_id, date) index per touched hour. A plain join lets the
           -- planner hash the whole table once it is large (~1 s a batch at 2 M rows).
          CROSS JOIN LATERAL (
-            SELECT d.tag, d.webhook_url, d.chain_id, d.status, d.error_group_id, d.retries
+            SELECT d.tag, d.webhook_url, d.chain_id, d.status, d.error_group_id, d.retries, {_EVENTS} AS events
               FROM deliveries_delivery d
              WHERE d.stream_id = t.stream_id AND d.date >= t.hour AND d.date < t.hour + interval '1 hour'
                AND d.source_id = t.source_id
                -- A test webhook is no chain event: it stays out of the counts every rate and chart reads.
                AND NOT d.is_test
          ) AS d
-         GROUP BY t.source_id, t.hour, t.stream_id, d.tag, d.webhook_url, d.chain_id, d.status,
-                  d.error_group_id, d.retries
-        """,  # noqa: S608 - column names are constants
-        params,
-    )
+    """  # noqa: S608 - column names are constants
+    cursor.execute(_INSERT_ROLLUPS.format(rows=rows), params)
 
 
 def recompute_rollups_between(cursor: Any, start: datetime, end: datetime, source_id: int | None = None) -> int:
@@ -248,27 +264,23 @@ def recompute_rollups_between(cursor: Any, start: datetime, end: datetime, sourc
     boundaries), as `refresh_rollups` would for those keys, in one pass over the rows; the number of keys."""
     only = "" if source_id is None else "AND source_id = %(source)s"
     params = {"start": start, "end": end, "source": source_id}
-    cursor.execute(
-        f"""
-        DELETE FROM deliveries_hourlyrollup r
-         USING (SELECT DISTINCT source_id, stream_id, date_trunc('hour', date) AS hour FROM deliveries_delivery
-                 WHERE date >= %(start)s AND date < %(end)s {only}) k
-         WHERE r.source_id = k.source_id AND r.stream_id = k.stream_id AND r.hour = k.hour
-        """,  # noqa: S608 - fixed SQL; values are parameters
-        params,
-    )
-    cursor.execute(
-        f"""
-        INSERT INTO deliveries_hourlyrollup ({ROLLUP_DIMENSIONS}, deliveries)
-        SELECT source_id, date_trunc('hour', date), stream_id, tag, webhook_url, chain_id, status,
-               error_group_id, retries, count(*)
-          FROM deliveries_delivery
-         WHERE date >= %(start)s AND date < %(end)s {only} AND NOT is_test
-         GROUP BY source_id, date_trunc('hour', date), stream_id, tag, webhook_url, chain_id, status,
-                  error_group_id, retries
-        """,  # noqa: S608 - column names are constants
-        params,
-    )
+    for table in ROLLUP_TABLES:
+        cursor.execute(
+            f"""
+            DELETE FROM {table} r
+             USING (SELECT DISTINCT source_id, stream_id, date_trunc('hour', date) AS hour FROM deliveries_delivery
+                     WHERE date >= %(start)s AND date < %(end)s {only}) k
+             WHERE r.source_id = k.source_id AND r.stream_id = k.stream_id AND r.hour = k.hour
+            """,  # noqa: S608 - fixed SQL; values are parameters
+            params,
+        )
+    rows = f"""
+        SELECT d.source_id, date_trunc('hour', d.date) AS hour, d.stream_id, d.tag, d.webhook_url, d.chain_id,
+               d.status, d.error_group_id, d.retries, {_EVENTS} AS events
+          FROM deliveries_delivery d
+         WHERE d.date >= %(start)s AND d.date < %(end)s {only} AND NOT d.is_test
+    """  # noqa: S608 - column names are constants
+    cursor.execute(_INSERT_ROLLUPS.format(rows=rows), params)
     cursor.execute(
         f"SELECT count(DISTINCT (source_id, stream_id, hour)) FROM deliveries_hourlyrollup"  # noqa: S608
         f" WHERE hour >= %(start)s AND hour < %(end)s {only}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Self, TypeVar, cast
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -178,8 +178,14 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             return dict(cursor.fetchall())
 
 
-class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
-    def between(self, start: datetime | None, end: datetime | None) -> HourlyRollupQuerySet:
+_Rollup = TypeVar("_Rollup", "HourlyRollup", "EventRollup")
+
+
+class RollupQuerySet(SliceFilters, models.QuerySet[_Rollup]):
+    """What both rollup tables answer: the hourly counts of every delivery (`HourlyRollup`) and of the
+    deliveries holding one decoded event (`EventRollup`) have the same dimensions and sums."""
+
+    def between(self, start: datetime | None, end: datetime | None) -> Self:
         qs = self
         if start is not None:
             qs = qs.filter(hour__gte=start)
@@ -249,11 +255,8 @@ class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
 
     def attempts_by_url(self) -> list[dict[str, Any]]:
         """Rows of (webhook_url, hour, status, retries, n) in time order: enough to replay every attempt."""
-        return list(
-            self.values("webhook_url", "hour", "status", "retries")
-            .annotate(n=Sum("deliveries"))
-            .order_by("hour")
-        )
+        rows = self.values("webhook_url", "hour", "status", "retries").annotate(n=Sum("deliveries")).order_by("hour")
+        return cast("list[dict[str, Any]]", list(rows))
 
     def retry_distribution(self, *dimensions: str) -> list[dict[str, Any]]:
         """Deliveries per (dimensions, status, retries), the basis of the retry statistics."""
@@ -290,6 +293,44 @@ class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
             .order_by("error_group_id", "bucket")
         )
         return cast("list[dict[str, Any]]", list(rows))
+
+
+class HourlyRollupQuerySet(RollupQuerySet["HourlyRollup"]):
+    pass
+
+
+class EventRollupQuerySet(RollupQuerySet["EventRollup"]):
+    def for_event(self, event: str) -> Self:
+        """Rows of one event name, as the search keys spell it (lower case, no prefix)."""
+        return self.filter(event=event)
+
+    def event_names(self, since: datetime) -> list[str]:
+        """The event names with rows from `since` on, in order: a skip scan of the (event, hour) index, one
+        probe per name, however many rows each name has."""
+        connection = connections[self.db]
+        table = connection.ops.quote_name(self.model._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                WITH RECURSIVE names(event) AS (
+                    (SELECT event FROM {table} WHERE hour >= %(since)s ORDER BY event LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT r.event FROM {table} r WHERE r.event > n.event AND r.hour >= %(since)s
+                             ORDER BY r.event LIMIT 1)
+                      FROM names n WHERE n.event IS NOT NULL
+                )
+                SELECT event FROM names WHERE event IS NOT NULL
+                """,  # noqa: S608 - the model's table; values are parameters
+                {"since": since},
+            )
+            return [name for (name,) in cursor.fetchall()]
+
+
+def rollups_for(event: str | None) -> HourlyRollupQuerySet | EventRollupQuerySet:
+    """The rollup rows a page slices: every delivery's, or only those of the deliveries holding `event`."""
+    if event:
+        return EventRollup.objects.for_event(event)
+    return HourlyRollup.objects.all()
 
 
 # What the provider says of a stream (`GET /streams/evm`): `error` and `terminated` mean it sends nothing.
@@ -513,11 +554,8 @@ class DeliveryChange(models.Model):
         return f"{self.delivery_id} seen {self.status} after {self.retries} retries at {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
-class HourlyRollup(models.Model):
-    """Delivery counts per hour and dimension, recomputed exactly for every hour and stream an ingest touches.
-
-    Kept for ROLLUP_RETENTION_DAYS, longer than the deliveries themselves.
-    """
+class RollupRow(models.Model):
+    """The dimensions and counts both rollup tables share."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
@@ -529,6 +567,21 @@ class HourlyRollup(models.Model):
     error_group = models.ForeignKey(ErrorGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     retries = models.IntegerField()
     deliveries = models.PositiveIntegerField()
+
+    class Meta:
+        abstract = True
+
+    @staticmethod
+    def hour_of(moment: datetime) -> datetime:
+        """The start of the rollup hour holding `moment`."""
+        return moment.replace(minute=0, second=0, microsecond=0)
+
+
+class HourlyRollup(RollupRow):
+    """Delivery counts per hour and dimension, recomputed exactly for every hour and stream an ingest touches.
+
+    Kept for ROLLUP_RETENTION_DAYS, longer than the deliveries themselves.
+    """
 
     objects = HourlyRollupQuerySet.as_manager()
 
@@ -543,7 +596,24 @@ class HourlyRollup(models.Model):
     def __str__(self) -> str:
         return f"{self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
 
-    @staticmethod
-    def hour_of(moment: datetime) -> datetime:
-        """The start of the rollup hour holding `moment`."""
-        return moment.replace(minute=0, second=0, microsecond=0)
+
+class EventRollup(RollupRow):
+    """The hourly rollup once more, per decoded event name: `deliveries` counts the deliveries of the hour and
+    dimensions whose payload holds that event (their `event:<name>` search key). A delivery with two events
+    counts under each; one with none is in no row. Written by the same statement as `HourlyRollup`
+    (ingest.py), so both tables always describe the same rows; kept as long."""
+
+    # The event's name lower-cased, as its search key spells it ("transfer" for `event:transfer`).
+    event = models.CharField(max_length=80)
+
+    objects = EventRollupQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["event", "hour"], name="eventrollup_event_hour"),
+            models.Index(fields=["stream_id", "hour"], name="eventrollup_stream_hour"),
+            models.Index(fields=["hour"], name="eventrollup_hour"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"

@@ -42,6 +42,7 @@ recent AS (
     SELECT d.id, d.source_id, d.stream_id, d.chain_id, d.block_number, d.date
       FROM {table} d
      WHERE d.date >= %(since)s AND d.date < %(until)s AND d.confirmed = false AND d.block_number IS NOT NULL
+           {scope}
      ORDER BY d.date DESC
      LIMIT %(scan)s
 )
@@ -69,7 +70,7 @@ WITH failing AS (
     SELECT d.id, d.stream_id, d.chain_id, d.block_number, d.date
       FROM {table} d
      WHERE d.date >= %(since)s AND d.date < %(until)s AND d.status <> 'delivered' AND d.confirmed = true
-       AND d.block_number IS NOT NULL
+       AND d.block_number IS NOT NULL {scope}
      ORDER BY d.date DESC
      LIMIT %(scan)s
 )
@@ -86,13 +87,21 @@ SELECT f.id, u.id
 """
 
 
+# The columns a gap search can be narrowed by (an alert rule's scope), each read through its (column, date)
+# index.
+SCOPE_COLUMNS = ("stream_id", "tag", "webhook_url")
+
+
 def confirmation_gaps(
-    since: datetime, until: datetime, *, grace: timedelta, limit: int = GAPS_MAX, scan: int = SCAN_ROWS
+    since: datetime, until: datetime, *, grace: timedelta, limit: int = GAPS_MAX, scan: int = SCAN_ROWS,
+    scope: tuple[str, str] | None = None,
 ) -> list[Gap]:
     """The blocks of the window whose confirmed delivery never came (the unconfirmed one is older than
     the chain's finality plus `grace`, counted up to each source's `synced_through`), and those whose
     confirmed delivery is failing while the unconfirmed one was delivered; newest first, each kind
-    bounded by `limit` and by reading at most `scan` rows."""
+    bounded by `limit` and by reading at most `scan` rows. `scope` (column, value), a column of
+    SCOPE_COLUMNS, keeps only one stream's, tag's or webhook URL's deliveries: the Confirmation gaps page
+    reads every stream, an alert rule its own scope."""
     connection = connections[router.db_for_read(Delivery)]
     table = connection.ops.quote_name(Delivery._meta.db_table)
     sources = connection.ops.quote_name(Source._meta.db_table)
@@ -101,10 +110,16 @@ def confirmation_gaps(
         "chains": [c.hex_id for c in CHAINS], "seconds": [float(c.finality_seconds) for c in CHAINS],
         "default": DEFAULT_FINALITY.total_seconds(), "grace": grace.total_seconds(),
     }
+    where = ""
+    if scope is not None:
+        column, params["scope"] = scope
+        if column not in SCOPE_COLUMNS:
+            raise ValueError(f"cannot narrow confirmation gaps by {column!r}")
+        where = f"AND d.{column} = %(scope)s"
     with connection.cursor() as cursor:
-        cursor.execute(_MISSING.format(table=table, sources=sources), params)  # noqa: S608 - names from models
+        cursor.execute(_MISSING.format(table=table, sources=sources, scope=where), params)  # noqa: S608 - names from models
         missing = [row[0] for row in cursor.fetchall()]
-        cursor.execute(_FAILED.format(table=table), params)  # noqa: S608 - names from models
+        cursor.execute(_FAILED.format(table=table, scope=where), params)  # noqa: S608 - names from models
         failed = cursor.fetchall()
     rows = Delivery.objects.for_list().in_bulk([*missing, *(c for c, _ in failed), *(u for _, u in failed)])
     gaps = [Gap("missing", rows[pk], None) for pk in missing if pk in rows]

@@ -1,5 +1,6 @@
 """Deriving the search keys of stored deliveries again, after the key extraction learned something new
-(decoded events and their addresses): the ingest writes keys only for records it stores or that change."""
+(decoded events and their addresses): the ingest writes keys only for records it stores or that change.
+The rollups of the hours whose rows changed keys are recomputed with them (the event rollup reads the keys)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
-from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.ingest import refresh_rollups
+from dashboard.deliveries.models import Delivery, HourlyRollup
 from dashboard.deliveries.payload_keys import search_keys
 from dashboard.deliveries.write_lock import take_write_lock
 
@@ -29,7 +31,9 @@ def refresh_search_keys(*, batch_size: int = 500, after: uuid.UUID | None = None
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
             take_write_lock(cursor)
-            rows = Delivery.objects.order_by("id").only("id", "payload", "block_number", "search_keys")
+            rows = Delivery.objects.order_by("id").only(
+                "id", "payload", "block_number", "search_keys", "source_id", "stream_id", "date"
+            )
             if last is not None:
                 rows = rows.filter(id__gt=last)
             batch = list(rows[:batch_size])
@@ -43,5 +47,8 @@ def refresh_search_keys(*, batch_size: int = 500, after: uuid.UUID | None = None
                     delivery.search_keys = keys
                     changed.append(delivery)
             Delivery.objects.bulk_update(changed, ["search_keys"])
+            # The event rollups count deliveries by their event keys: the hours of changed rows are
+            # recomputed, as ingest does for the rows it writes.
+            refresh_rollups(cursor, {(d.source_id, d.stream_id, HourlyRollup.hour_of(d.date)) for d in changed})
         last = batch[-1].id
         yield Batch(len(batch), len(changed), last)

@@ -70,10 +70,7 @@ def parse_search(text: str) -> SearchTerm:
         forced = _PREFIXES[prefix.strip().lower()]
         raw = rest.strip()
     if forced == "event":
-        if not _EVENT.match(raw):
-            raise SearchError(f"“{_shown(raw)}” is not an event name: letters, digits, _ or $, as in event:Transfer.")
-        # Event keys are lower-cased like every key: event:transfer finds Transfer.
-        return SearchTerm("event", raw, (f"event:{raw.lower()}",))
+        return SearchTerm("event", raw, (f"event:{event_name(raw)}",))
     value = raw.lower()
     if _HASH.match(value) and forced in (None, "tx", "topic"):
         if forced:
@@ -85,6 +82,15 @@ def parse_search(text: str) -> SearchTerm:
         number = int(value)
         return SearchTerm("block", str(number), (f"block:{number}",))
     raise SearchError(f"“{_shown(raw)}” is not a search key. {HELP}")
+
+
+def event_name(text: str) -> str:
+    """An event name as the search keys and the event rollup spell it (lower case: `Transfer` is
+    `transfer`); SearchError when the text cannot be an event's name."""
+    raw = text.strip()
+    if not _EVENT.match(raw):
+        raise SearchError(f"“{_shown(raw)}” is not an event name: letters, digits, _ or $, as in event:Transfer.")
+    return raw.lower()
 
 
 # --- The admin's search box: the keys above, plus stream / delivery ids and error text. -----------------

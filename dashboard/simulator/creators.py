@@ -89,8 +89,12 @@ class CreatorsWorld:
         # Aptos ledger versions: about 1.5 billion on mainnet in 2024, fewer on testnet.
         head = 1_500_000_000 if self.network == "mainnet" else 900_000_000
         out: list[CreatorToken] = []
-        for i in range(count):
+        # Tokens are numbered within their collection (#1…#n), so a collection's numbers run as far as the
+        # tokens paging returns for it.
+        numbered: dict[str, int] = {}
+        for _ in range(count):
             collection, collection_hash = r.choice(collections)
+            number = numbered[collection_hash] = numbered.get(collection_hash, 0) + 1
             version = r.randint(head - 400_000_000, head)
             ts = self.start - r.uniform(0, 500 * 86400)
             dt = datetime.fromtimestamp(ts, UTC)
@@ -100,15 +104,15 @@ class CreatorsWorld:
                 "collection_name": collection,
                 "creator_address": creator,
                 "default_properties": None if r.random() < 0.3 else {"TOKEN_BURNABLE_BY_OWNER": "0x01"},
-                "description": f"{collection} #{i + 1}",
+                "description": f"{collection} #{number}",
                 "description_mutable": r.random() < 0.2,
                 "largest_property_version": str(r.choice((0, 0, 1, 2))),
                 "last_transaction_timestamp": dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                 "last_transaction_version": str(version),
                 "maximum": str(r.choice((1, 1000, 10000))) if limited else U64_MAX,
                 "maximum_mutable": r.random() < 0.1,
-                "metadata_uri": f"https://arweave.net/{entropy.hex_bytes(r, 16)[2:]}/{i + 1}.json",
-                "name": f"{collection} #{i + 1}",
+                "metadata_uri": f"https://arweave.net/{entropy.hex_bytes(r, 16)[2:]}/{number}.json",
+                "name": f"{collection} #{number}",
                 "payee_address": creator if r.random() < 0.7 else entropy.hex_bytes(r, 32),
                 "properties_mutable": r.random() < 0.3,
                 "royalty_mutable": r.random() < 0.2,

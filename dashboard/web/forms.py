@@ -15,6 +15,7 @@ from dashboard.deliveries.schedule import MAX_RETRIES
 from dashboard.deliveries.search import (
     SearchError,
     SearchTerm,
+    event_name,
     parse_search,
     search_deliveries,
     search_error_text,
@@ -51,6 +52,17 @@ def search_term(text: str) -> SearchTerm | None:
         return None
     try:
         return parse_search(text)
+    except SearchError as exc:
+        raise forms.ValidationError(str(exc)) from exc
+
+
+def event_filter(text: str) -> str:
+    """The `event` filter of the timeline and error-group pages: a decoded event's name as the event rollup
+    spells it ("" for every delivery)."""
+    if not text.strip():
+        return ""
+    try:
+        return event_name(text)
     except SearchError as exc:
         raise forms.ValidationError(str(exc)) from exc
 
@@ -139,6 +151,15 @@ class SliceForm(RangeForm):
             "tag": data.get("tag") or None,
             "webhook_url": data.get("url") or None,
         }
+
+
+class TimelineForm(SliceForm):
+    """The timeline's slice, optionally only the deliveries holding one decoded event."""
+
+    event = forms.CharField(required=False, max_length=80)
+
+    def clean_event(self) -> str:
+        return event_filter(self.cleaned_data.get("event") or "")
 
 
 STATUS_CHOICES = [
@@ -259,6 +280,10 @@ class ErrorGroupsForm(RangeForm):
     stream = forms.CharField(required=False, max_length=64)
     tag = forms.CharField(required=False, max_length=255)
     url = forms.CharField(required=False, max_length=2048, label="URL")
+    event = forms.CharField(required=False, max_length=80)
+
+    def clean_event(self) -> str:
+        return event_filter(self.cleaned_data.get("event") or "")
 
 
 ERROR_LINE_LIMIT = 300

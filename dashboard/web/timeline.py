@@ -10,7 +10,8 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from dashboard.deliveries.models import Delivery, HourlyRollup
+from dashboard.deliveries.models import Delivery, rollups_for
+from dashboard.deliveries.search import key_matches
 from dashboard.web.charts import (
     EPOCH,
     ROLLUP_FROM,
@@ -44,11 +45,13 @@ class Timeline:
         return f"{minutes // 1440} d"
 
 
-def list_link(slice_kwargs: dict[str, Any]) -> Callable[[Bucket, str | None], str]:
-    """Link from a bucket to the deliveries list of exactly that slice and time."""
+def list_link(slice_kwargs: dict[str, Any], event: str = "") -> Callable[[Bucket, str | None], str]:
+    """Link from a bucket to the deliveries list of exactly that slice and time (and event, by its search)."""
     base = reverse("web:deliveries")
     names = {"stream_id": "stream", "tag": "tag", "webhook_url": "url"}
     fixed = {names[k]: v for k, v in slice_kwargs.items() if v}
+    if event:
+        fixed["q"] = f"event:{event}"
 
     def link(bucket: Bucket, status: str | None) -> str:
         params = dict(fixed)
@@ -62,16 +65,21 @@ def list_link(slice_kwargs: dict[str, Any]) -> Callable[[Bucket, str | None], st
     return link
 
 
-def build(start: datetime, end: datetime, slice_kwargs: dict[str, Any], *, width: int = 1000,
+def build(start: datetime, end: datetime, slice_kwargs: dict[str, Any], *, event: str = "", width: int = 1000,
           height: int = 200) -> Timeline:
+    """The chart of the slice; with `event`, of only the deliveries holding that decoded event: the event
+    rollup for a day or more, else the raw rows of the window through the event's search key."""
     span = end - start
     from_rollups = span >= ROLLUP_FROM
     step = choose_step(span, hourly_only=from_rollups)
     first = floor_to(start, step)
     if from_rollups:
-        rows = HourlyRollup.objects.slice(**slice_kwargs).between(first, end).bucketed(EPOCH, step)
+        rows = rollups_for(event).slice(**slice_kwargs).between(first, end).bucketed(EPOCH, step)
     else:
-        rows = Delivery.objects.slice(**slice_kwargs).between(first, end).bucketed(EPOCH, step)
+        raw = Delivery.objects.slice(**slice_kwargs).between(first, end)
+        if event:
+            raw = key_matches(raw, [f"event:{event}"])
+        rows = raw.bucketed(EPOCH, step)
     buckets = fill_buckets(rows, start, end, step)
-    chart = bar_chart(buckets, list_link(slice_kwargs), width=width, height=height)
+    chart = bar_chart(buckets, list_link(slice_kwargs, event), width=width, height=height)
     return Timeline(start, end, step, from_rollups, buckets, chart)

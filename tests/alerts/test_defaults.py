@@ -25,3 +25,6 @@ def test_the_default_rules_exist(settings) -> None:  # type: ignore[no-untyped-d
     assert stale.enabled and stale.condition == "poller_stale"
     risk = rules["Provider error-state risk"]
     assert not risk.enabled and risk.threshold_percent == 80
+    # Confirmation gaps are there to be switched on where a receiver acts only on confirmed blocks.
+    gaps = rules["Confirmation gaps"]
+    assert not gaps.enabled and gaps.condition == "confirmation_gap" and gaps.window_minutes == 360

@@ -176,3 +176,49 @@ def test_the_search_box_the_list_and_the_admin_find_the_same_deliveries(big_tabl
         listed = [d.pk for d in viewer.get("/deliveries/", {"q": text}).context["deliveries"]]
         admin = [d.pk for d in staff.get("/admin/deliveries/delivery/", {"q": text}).context["cl"].result_list]
         assert box[:50] == listed == admin == truth(text, size=50), kind
+
+
+@pytest.mark.parametrize("kind", ["Transfer event, in every row", "rare event"])
+def test_an_hour_of_the_timeline_sliced_by_event_reads_its_rows_through_an_index(
+    big_table: Generated, db: None, kind: str
+) -> None:
+    """Under a day the timeline counts raw rows: sliced by an event, through the event's key (the same query
+    as the search), never by a scan of the table, and to the same counts as every matching row."""
+    from datetime import timedelta
+
+    from dashboard.web import timeline
+
+    key = parse_search(terms(big_table)[kind]).keys[0]
+    holder = Delivery.objects.filter(search_keys__contains=[key]).order_by("-date").first()
+    assert holder is not None
+    start, end = holder.date - timedelta(minutes=30), holder.date + timedelta(minutes=30)
+    with CaptureQueriesContext(connection) as captured:
+        built = timeline.build(start, end, {}, event=key.partition(":")[2])
+    assert not built.from_rollups
+    plans = [explain(q["sql"]) for q in captured.captured_queries]
+    for plan in plans:
+        assert "Seq Scan on deliveries_delivery" not in plan or "never executed" in plan, plan
+        assert removed_by_filter(plan) <= REMOVED_AT_MOST, plan
+    first = built.buckets[0].start
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE status = 'delivered'), count(*) FILTER (WHERE status <> 'delivered')"
+            " FROM (SELECT status, date, search_keys && %s::varchar[] AS hit FROM deliveries_delivery) t"
+            " WHERE hit AND date >= %s AND date < %s",
+            [[key], first, end],
+        )
+        assert (built.chart.delivered, built.chart.failed) == cursor.fetchone()
+    assert built.chart.delivered + built.chart.failed > 0
+
+
+def test_the_generator_leaves_the_event_rollup_as_ingest_would(big_table: Generated, db: None) -> None:
+    """Every generated row decodes a Transfer: the event rollup the generator's rebuild wrote counts each
+    row once, hour by hour as the hourly rollup does."""
+    from django.db.models import Sum
+
+    from dashboard.deliveries.models import EventRollup, HourlyRollup
+
+    by_hour = dict(HourlyRollup.objects.values_list("hour").annotate(n=Sum("deliveries")))
+    events = dict(EventRollup.objects.for_event("transfer").values_list("hour").annotate(n=Sum("deliveries")))
+    assert events == by_hour and sum(events.values()) == ROWS
+    assert EventRollup.objects.event_names(HourlyRollup.hour_of(oldest(big_table).date)) == ["transfer"]

@@ -7,12 +7,13 @@ from typing import TypedDict
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import ErrorGroup, HourlyRollup
+from dashboard.deliveries.models import ErrorGroup, EventRollup, HourlyRollup, rollups_for
 from dashboard.replica import reads_replica
 from dashboard.web.charts import EPOCH, Sparkline, choose_step, floor_to, sparkline
-from dashboard.web.forms import ErrorGroupsForm
+from dashboard.web.forms import MENU_WINDOW, ErrorGroupsForm
 from dashboard.web.stats import SliceStats, group_rows
 from dashboard.web.views.common import bad_filters
 
@@ -34,8 +35,11 @@ def error_groups(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     window = data["window"]
     first_hour = HourlyRollup.hour_of(window.start)
+    event = data["event"]
+    # Only the failures of deliveries holding the event: the event rollup, same dimensions and sums.
     rollups = (
-        HourlyRollup.objects.slice(
+        rollups_for(event)
+        .slice(
             stream_id=data.get("stream") or None, tag=data.get("tag") or None, webhook_url=data.get("url") or None
         )
         .between(first_hour, window.end)
@@ -73,5 +77,10 @@ def error_groups(request: HttpRequest) -> HttpResponse:
         "entries": entries,
         "spark_step": step,
         "total_failures": sum(e["stats"].total for e in entries),
+        "event": event,
+        "events": EventRollup.objects.event_names(timezone.now() - MENU_WINDOW),
+        # The other filters, kept when the event menu is submitted.
+        "kept": [(name, request.GET[name]) for name in ("range", "start", "end", "stream", "tag", "url")
+                 if request.GET.get(name)],
     }
     return render(request, "web/errors.html", context)

@@ -7,29 +7,33 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import HourlyRollup
+from dashboard.deliveries.models import EventRollup, HourlyRollup
 from dashboard.replica import reads_replica
 from dashboard.web import timeline
-from dashboard.web.forms import MENU_WINDOW, SliceForm
+from dashboard.web.forms import MENU_WINDOW, TimelineForm
 from dashboard.web.views.common import bad_filters
 
 
 @viewer_required
 @reads_replica
 def timeline_page(request: HttpRequest) -> HttpResponse:
-    form = SliceForm(request.GET)
+    form = TimelineForm(request.GET)
     if not form.is_valid():
         return bad_filters(request, form, title="Timeline", nav="timeline")
     window = form.cleaned_data["window"]
     slice_kwargs = form.slice_kwargs()
-    result = timeline.build(window.start, window.end, slice_kwargs)
+    event = form.cleaned_data["event"]
+    result = timeline.build(window.start, window.end, slice_kwargs, event=event)
+    menu_since = timezone.now() - MENU_WINDOW
     context = {
         "nav": "timeline",
         "form": form,
         "window": window,
         "timeline": result,
         "slice": slice_kwargs,
-        "options": HourlyRollup.objects.between(timezone.now() - MENU_WINDOW, None).slice_options(),
+        "options": HourlyRollup.objects.between(menu_since, None).slice_options(),
+        "event": event,
+        "events": EventRollup.objects.event_names(menu_since),
         "success_rate": (100.0 * result.chart.delivered / (result.chart.delivered + result.chart.failed))
         if not result.chart.empty
         else None,

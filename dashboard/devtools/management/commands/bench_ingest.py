@@ -15,7 +15,9 @@ from psycopg.types.json import Jsonb
 from dashboard.deliveries.ingest import COLUMN_NAMES, COPY_TYPES, StoreResult, store_parsed
 from dashboard.deliveries.records import parse_records, raw_json
 
-TABLES = ("deliveries_delivery", "deliveries_errorgroup", "deliveries_hourlyrollup", "deliveries_stream")
+TABLES = (
+    "deliveries_delivery", "deliveries_errorgroup", "deliveries_hourlyrollup", "deliveries_eventrollup", "deliveries_stream",
+)
 ERRORS = (
     "connect ECONNREFUSED 203.0.113.{n}:443",
     "timeout of 10000ms exceeded",
@@ -117,7 +119,7 @@ def _plain_copy(parsed: list[Any], batch: int) -> None:
                             p.block_number, p.records, p.retries, p.error_message, p.status, None,
                             p.search_keys, Jsonb(p.tiny_payload, dumps=raw_json),
                             Jsonb(p.payload, dumps=raw_json) if p.payload is not None else None,
-                            p.record_hash, now, now,
+                            p.record_hash, now, now, p.is_test,
                         )
                     )
 
