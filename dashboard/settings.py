@@ -134,6 +134,9 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
+# Every datetime printed without an explicit format (the admin's lists and read-only fields) is ISO with the
+# zone named, like the dashboard pages: dashboard/times.py.
+FORMAT_MODULE_PATH = ["dashboard.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
