@@ -6,27 +6,30 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from dashboard import times
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import HourlyRollup
 from dashboard.web import timeline
-from dashboard.web.forms import MENU_WINDOW, SliceForm
+from dashboard.web.forms import MENU_WINDOW, TimelineForm
 from dashboard.web.views.common import bad_filters
 
 
 @viewer_required
 def timeline_page(request: HttpRequest) -> HttpResponse:
-    form = SliceForm(request.GET)
+    form = TimelineForm(request.GET)
     if not form.is_valid():
         return bad_filters(request, form, title="Timeline", nav="timeline")
     window = form.cleaned_data["window"]
     slice_kwargs = form.slice_kwargs()
-    result = timeline.build(window.start, window.end, slice_kwargs)
+    result = timeline.build(window.start, window.end, slice_kwargs, zone=form.cleaned_data["tz"])
     context = {
         "nav": "timeline",
         "form": form,
         "window": window,
         "timeline": result,
         "slice": slice_kwargs,
+        "clamped": form.cleaned_data["clamped"],
+        "zone_names": times.zone_names(),
         "options": HourlyRollup.objects.between(timezone.now() - MENU_WINDOW, None).slice_options(),
         "success_rate": (100.0 * result.chart.delivered / (result.chart.delivered + result.chart.failed))
         if not result.chart.empty
