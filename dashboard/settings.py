@@ -97,6 +97,8 @@ TEMPLATES = [
                 "dashboard.web.context_processors.sync_banner",
                 "dashboard.alerts.context_processors.open_incidents",
             ],
+            # The `iso` and `iso_minutes` filters in every template (pages, mails, admin) without a load.
+            "builtins": ["dashboard.times"],
         },
     },
 ]

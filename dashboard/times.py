@@ -1,5 +1,8 @@
-"""How a moment is written everywhere (pages, charts, the admin): ISO date and 24-hour time with the zone
-named, "2026-11-25 04:41:34 UTC". UTC unless a viewer asks for another zone by name; imports no app."""
+"""How a moment is written everywhere (pages, mails, charts, the admin): ISO date and 24-hour time with the
+zone named, "2026-11-25 04:41:34 UTC". UTC unless a viewer asks for another zone by name; imports no app.
+
+Also a template library, built into every template (TEMPLATES' `builtins`): `{{ moment|iso }}`,
+`{{ moment|iso_minutes:zone }}`."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from datetime import UTC, datetime, tzinfo
 from functools import cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from django import template
 from django.utils import dateformat, timezone
 
 # Django's date-format letters, for the formats module (dashboard/formats/) the admin renders through.
@@ -16,13 +20,27 @@ TIME_FORMAT = "H:i:s"
 
 ZONE_NAME_LIMIT = 64
 
+register = template.Library()
 
-def iso(value: datetime | None, zone: tzinfo | None = None, *, seconds: bool = True) -> str:
+
+def iso(value: object, zone: tzinfo | None = None, *, seconds: bool = True) -> str:
     """The moment in `zone` (the active zone, UTC, when None): "2026-11-25 04:41:34 UTC"."""
-    if value is None:
-        return ""
+    if not isinstance(value, datetime):
+        return ""  # like Django's date filter: nothing for a missing or unreadable value
     local = timezone.localtime(value, zone) if timezone.is_aware(value) else value.replace(tzinfo=UTC)
     return dateformat.format(local, DATETIME_FORMAT if seconds else "Y-m-d H:i T")
+
+
+@register.filter(name="iso")
+def iso_filter(value: object, zone: tzinfo | None = None) -> str:
+    """"2026-11-25 04:41:34 UTC", in `zone` when given."""
+    return iso(value, zone)
+
+
+@register.filter
+def iso_minutes(value: object, zone: tzinfo | None = None) -> str:
+    """"2026-11-25 04:41 UTC", for windows and chart captions."""
+    return iso(value, zone, seconds=False)
 
 
 @cache

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -10,7 +10,6 @@ from django import template
 from django.http import QueryDict
 from django.utils import timezone
 
-from dashboard import times
 from dashboard.text import visible as _visible
 from dashboard.web import explorers
 
@@ -174,14 +173,3 @@ def host(url: str | None) -> str:
     except ValueError:
         return url
 
-
-@register.filter
-def iso(value: datetime | None, zone: tzinfo | None = None) -> str:
-    """"2026-11-25 04:41:34 UTC": the one way a moment is written (dashboard/times.py), in `zone` if given."""
-    return times.iso(value, zone)
-
-
-@register.filter
-def iso_minutes(value: datetime | None, zone: tzinfo | None = None) -> str:
-    """"2026-11-25 04:41 UTC", for windows and chart captions."""
-    return times.iso(value, zone, seconds=False)
