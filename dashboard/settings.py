@@ -98,6 +98,8 @@ TEMPLATES = [
                 "dashboard.alerts.context_processors.open_incidents",
                 "dashboard.replica.replica_notice",
             ],
+            # The `iso` and `iso_minutes` filters in every template (pages, mails, admin) without a load.
+            "builtins": ["dashboard.times"],
         },
     },
 ]
@@ -149,6 +151,9 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
+# Every datetime printed without an explicit format (the admin's lists and read-only fields) is ISO with the
+# zone named, like the dashboard pages: dashboard/times.py.
+FORMAT_MODULE_PATH = ["dashboard.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"

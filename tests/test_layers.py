@@ -10,6 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent / "dashboard"
 
 # Lower numbers sit below; an app may import only apps of a lower rank, and the helpers beside the chain.
 RANK = {
+    # The admin's date formats (FORMAT_MODULE_PATH), read from dashboard/times.py like every page's.
+    "formats": 0,
     "upstream": 0,
     "sources": 1,
     "deliveries": 2,
@@ -21,7 +23,7 @@ RANK = {
     "devtools": 6,
 }
 # Beside the chain: any app may use them; they import no app.
-HELPERS = {"accounts", "live", "env", "text", "replica"}
+HELPERS = {"accounts", "live", "env", "text", "replica", "times"}
 # Apps that stand alone and import nothing of the project.
 ALONE = {"simulator", "upstream"}
 

@@ -1,12 +1,16 @@
 """Server-side chart geometry: time buckets, stacked delivered/failed bars and sparklines, drawn as SVG by
-templates. No JavaScript is needed to read a chart, and every bar is a link to its slice of the list."""
+templates. No JavaScript is needed to read a chart, and every bar is a link to its slice of the list; app.js
+adds zooming by dragging across the plot (the chart's start, end and plot edges are on the SVG).
+
+Buckets are UTC-aligned (rollups are hourly); a chart shown in another time zone writes its labels and
+titles in that zone and puts its time labels where that zone's clock reads a round time."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 # Bucket widths a chart may use, narrowest first. Rollups are hourly, so they allow only >= 1 h.
@@ -110,6 +114,9 @@ class BarChart:
     empty: bool = True
     # Where the first bucket starts: whole buckets reach a little further back than the range itself.
     start: datetime | None = None
+    # Where the last bucket ends, and the x of the plot's right edge: dragging maps x to time between them.
+    end: datetime | None = None
+    plot_right: int = 0
 
 
 def _label(moment: datetime, step: timedelta, span: timedelta) -> str:
@@ -124,14 +131,16 @@ def bar_chart(
     *,
     width: int = 1000,
     height: int = 200,
+    zone: tzinfo = UTC,
 ) -> BarChart:
     """Stacked bars (delivered under failed) with a y axis of counts and about seven time labels."""
     left, right, top, bottom = 44, 8, 10, 24
     chart = BarChart(width=width, height=height, plot_left=left, plot_bottom=height - bottom)
     if not buckets:
         return chart
-    chart.start = buckets[0].start
+    chart.start, chart.end = buckets[0].start, buckets[-1].end
     plot_w = width - left - right
+    chart.plot_right = left + plot_w
     plot_h = height - top - bottom
     peak = nice_ceiling(max(b.total for b in buckets))
     slot = plot_w / len(buckets)
@@ -142,9 +151,8 @@ def bar_chart(
         ok_h = plot_h * b.delivered / peak
         fail_h = plot_h * b.failed / peak
         base = top + plot_h
-        title = (
-            f"{b.start:%Y-%m-%d %H:%M}–{b.end:%H:%M} UTC · {b.delivered} delivered · {b.failed} failed"
-        )
+        first, last = b.start.astimezone(zone), b.end.astimezone(zone)
+        title = f"{first:%Y-%m-%d %H:%M}–{last:%H:%M} {first.tzname()} · {b.delivered} delivered · {b.failed} failed"
         chart.bars.append(
             Bar(
                 x=round(left + i * slot + gap / 2, 2),
@@ -164,12 +172,21 @@ def bar_chart(
     for fraction in (0, 0.5, 1):
         chart.y_ticks.append(Tick(round(top + plot_h * (1 - fraction), 2), f"{int(peak * fraction):,}"))
     interval = label_interval(step, span)
-    for i, b in enumerate(buckets):
+    labelled = [i for i, b in enumerate(buckets) if _on_the_clock(b.start, interval, zone)]
+    if not labelled:
+        # A zone a fraction of an hour off UTC (India, Nepal) has no round local time on hourly buckets.
+        labelled = [i for i, b in enumerate(buckets) if floor_to(b.start, interval) == b.start]
+    for i in labelled:
         if left + i * slot > width - 70:
             break  # a label this close to the right edge would be cut off
-        if floor_to(b.start, interval) == b.start:
-            chart.x_ticks.append(Tick(round(left + i * slot, 2), _label(b.start, step, span)))
+        chart.x_ticks.append(Tick(round(left + i * slot, 2), _label(buckets[i].start.astimezone(zone), step, span)))
     return chart
+
+
+def _on_the_clock(moment: datetime, interval: timedelta, zone: tzinfo) -> bool:
+    """Whether the zone's wall clock reads a whole multiple of `interval` at `moment` (midnights, 06:00...)."""
+    wall = moment.astimezone(zone).replace(tzinfo=None)
+    return (wall - EPOCH.replace(tzinfo=None)) % interval == timedelta(0)
 
 
 # Distances between time labels that read as round numbers on a clock or a calendar.

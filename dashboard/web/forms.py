@@ -7,10 +7,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django import forms
+from django.conf import settings
 from django.utils import timezone
 
+from dashboard import times
 from dashboard.deliveries.schedule import MAX_RETRIES
 from dashboard.deliveries.search import (
     SearchError,
@@ -137,6 +140,56 @@ class RangeForm(forms.Form):
         return cleaned
 
 
+class ZoneField(forms.CharField):
+    """The time zone a chart's times are shown in, by its tz database name; blank is UTC."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, max_length=times.ZONE_NAME_LIMIT, label="Time zone", **kwargs)
+
+    def clean(self, value: Any) -> ZoneInfo:  # type: ignore[override]
+        text = super().clean(value)
+        try:
+            return times.zone(text or "UTC")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
+class ChartRangeForm(RangeForm):
+    """A chart's window (a preset, or a custom range as dragging across a chart picks it) and the zone its
+    times are shown in. A custom range is clamped to what is kept: the hourly rollups reach back
+    ROLLUP_RETENTION_DAYS, and nothing lies after now; `clamped` says what was cut."""
+
+    tz = ZoneField()
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        window: Window | None = cleaned.get("window")
+        cleaned["clamped"] = ""
+        if window is None or window.start is None or window.end is None:
+            return cleaned
+        days = settings.ROLLUP_RETENTION_DAYS
+        oldest = self.now - timedelta(days=days)
+        if window.start >= self.now:
+            raise forms.ValidationError(
+                f"The range starts after now ({times.iso(self.now)}): there is nothing to show yet."
+            )
+        if window.end <= oldest:
+            raise forms.ValidationError(
+                f"The range ends before {times.iso(oldest)}: counts are kept for {days} days "
+                "(ROLLUP_RETENTION_DAYS)."
+            )
+        start, end = max(window.start, oldest), min(window.end, self.now)
+        cut = []
+        if start != window.start:
+            cut.append(f"starts at {times.iso(start)}, as counts are kept for {days} days")
+        if end != window.end:
+            cut.append("ends now")
+        if cut:
+            cleaned["clamped"] = f"The range was cut to what is kept: it {' and '.join(cut)}."
+            cleaned["window"] = Window(start, end, window.preset)
+        return cleaned
+
+
 class SliceForm(RangeForm):
     """A range plus the dimensions of a timeline: one stream, tag or webhook URL (or all deliveries)."""
 
@@ -153,8 +206,9 @@ class SliceForm(RangeForm):
         }
 
 
-class TimelineForm(SliceForm):
-    """The timeline's slice, optionally only the deliveries holding one decoded event."""
+class TimelineForm(ChartRangeForm, SliceForm):
+    """The Timeline page: a slice, a chart window, a time zone, and optionally only the deliveries holding
+    one decoded event."""
 
     event = forms.CharField(required=False, max_length=80)
 

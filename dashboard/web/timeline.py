@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard.deliveries.models import Delivery, rollups_for
 from dashboard.deliveries.search import key_matches
@@ -34,6 +36,12 @@ class Timeline:
     from_rollups: bool
     buckets: list[Bucket]
     chart: BarChart
+    zone: tzinfo = UTC
+
+    @property
+    def zone_name(self) -> str:
+        """The zone as the tz database names it ("Europe/Berlin"), for the page to say what its times are in."""
+        return str(getattr(self.zone, "key", None) or self.zone.tzname(None) or "UTC")
 
     @property
     def step_label(self) -> str:
@@ -66,11 +74,14 @@ def list_link(slice_kwargs: dict[str, Any], event: str = "") -> Callable[[Bucket
 
 
 def build(start: datetime, end: datetime, slice_kwargs: dict[str, Any], *, event: str = "", width: int = 1000,
-          height: int = 200) -> Timeline:
+          height: int = 200, zone: tzinfo = UTC) -> Timeline:
     """The chart of the slice; with `event`, of only the deliveries holding that decoded event: the event
     rollup for a day or more, else the raw rows of the window through the event's search key."""
     span = end - start
-    from_rollups = span >= ROLLUP_FROM
+    # Long ranges, and any range reaching back past the deliveries' retention (a zoom into an old week),
+    # read the hourly rollups, which are kept longer.
+    raw_kept_from = timezone.now() - timedelta(days=settings.HISTORY_RETENTION_DAYS)
+    from_rollups = span >= ROLLUP_FROM or start < raw_kept_from
     step = choose_step(span, hourly_only=from_rollups)
     first = floor_to(start, step)
     if from_rollups:
@@ -81,5 +92,5 @@ def build(start: datetime, end: datetime, slice_kwargs: dict[str, Any], *, event
             raw = key_matches(raw, [f"event:{event}"])
         rows = raw.bucketed(EPOCH, step)
     buckets = fill_buckets(rows, start, end, step)
-    chart = bar_chart(buckets, list_link(slice_kwargs, event), width=width, height=height)
-    return Timeline(start, end, step, from_rollups, buckets, chart)
+    chart = bar_chart(buckets, list_link(slice_kwargs, event), width=width, height=height, zone=zone)
+    return Timeline(start, end, step, from_rollups, buckets, chart, zone)

@@ -57,8 +57,10 @@ def browser() -> Iterator[Any]:
         browser.close()
 
 
-def _context_for(browser: Any, live_server: Any, user: User | None) -> Any:
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+def context_for(browser: Any, live_server: Any, user: User | None, **options: Any) -> Any:
+    """A browser context logged in as `user` (anonymous when None); `options` go to new_context
+    (timezone_id, locale...)."""
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900}, **options)
     if user is not None:
         client = Client()
         client.force_login(user)
@@ -70,7 +72,7 @@ def _context_for(browser: Any, live_server: Any, user: User | None) -> Any:
 
 @pytest.fixture
 def anonymous_page(browser: Any, live_server: Any) -> Iterator[Any]:
-    context = _context_for(browser, live_server, None)
+    context = context_for(browser, live_server, None)
     yield context.new_page()
     context.close()
 
@@ -85,7 +87,7 @@ def staff_user(transactional_db: None) -> User:
 @pytest.fixture
 def page(browser: Any, live_server: Any, staff_user: User) -> Iterator[Any]:
     """A page logged in as a staff user."""
-    context = _context_for(browser, live_server, staff_user)
+    context = context_for(browser, live_server, staff_user)
     page = context.new_page()
     page.set_default_timeout(10_000)
     yield page
@@ -97,7 +99,7 @@ def viewer_page(browser: Any, live_server: Any, transactional_db: None) -> Itera
     """A page logged in as a user without staff rights."""
     from tests.conftest import make_user
 
-    context = _context_for(browser, live_server, make_user("viewer"))
+    context = context_for(browser, live_server, make_user("viewer"))
     page = context.new_page()
     page.set_default_timeout(10_000)
     yield page

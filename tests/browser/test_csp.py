@@ -4,6 +4,7 @@ console message) fails the test."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -71,11 +72,18 @@ def _pages(source: Source) -> list[str]:
         kind=ActionKind.SET_STATUS, source=source, requested_by_name="operator", stream_id=delivery.stream_id,
         scope="stream", wanted_status="paused",
     )
+    def hours_ago(hours: int) -> str:
+        return (timezone.now() - timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%S")
+
     return [
         "/",
         "/streams/",
         f"/streams/{delivery.stream_id}/",
         "/timeline/?range=7d",
+        # A zoomed window in another zone: the chart's controls and the zone field.
+        f"/timeline/?range=custom&start={hours_ago(6)}&end={hours_ago(1)}&tz=Europe/Berlin",
+        f"/?range=custom&start={hours_ago(30)}&end={hours_ago(2)}&tz=Asia/Tokyo",
+        "/timeline/?tz=Mars/Olympus",  # the 400 page for an unknown zone
         "/deliveries/",
         "/deliveries/?status=failing",
         f"/deliveries/{delivery.pk}/",

@@ -41,3 +41,27 @@ def test_a_month_is_labelled_on_mondays() -> None:
 def test_an_empty_chart_has_no_labels() -> None:
     assert bar_chart([], lambda b, status: "#").x_ticks == []
     assert Bucket(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)).total == 0
+
+
+def _zoned(start: datetime, span: timedelta, zone: str) -> tuple[list[str], list[str]]:
+    from zoneinfo import ZoneInfo
+
+    step = choose_step(span, hourly_only=span >= timedelta(hours=24))
+    buckets = fill_buckets([], start, start + span, step)
+    chart = bar_chart(buckets, lambda b, status: "#", zone=ZoneInfo(zone))
+    return [t.label for t in chart.x_ticks], [b.title for b in chart.bars]
+
+
+def test_a_day_in_another_zone_is_labelled_on_that_zones_clock() -> None:
+    # 18:20 UTC is 19:20 in Berlin (CET, UTC+1): labels fall on Berlin's 21:00, 00:00, 03:00...
+    labels, titles = _zoned(datetime(2026, 11, 22, 18, 20, tzinfo=UTC), timedelta(hours=24), "Europe/Berlin")
+    assert labels == ["21:00", "00:00", "03:00", "06:00", "09:00", "12:00", "15:00", "18:00"]
+    assert titles[0].startswith("2026-11-22 19:00–20:00 CET ·")
+
+
+def test_a_zone_off_the_hour_still_gets_labels() -> None:
+    # India is UTC+5:30: no hourly bucket starts on a round Indian hour, so labels fall on UTC's round hours
+    # and read as Indian time.
+    labels, titles = _zoned(datetime(2026, 11, 22, 18, 20, tzinfo=UTC), timedelta(hours=24), "Asia/Kolkata")
+    assert labels[:3] == ["23:30", "02:30", "05:30"]
+    assert titles[0].startswith("2026-11-22 23:30–00:30 IST ·")

@@ -40,7 +40,7 @@ def test_it_shows_counts_worst_streams_errors_and_sources(
     assert response.context["top_groups"][0].label == "connect ECONNREFUSED <ip>"
     body = response.content.decode()
     assert "Catching up" in body and "Up to date" not in body
-    assert '<svg class="chart"' in body
+    assert '<svg class="chart js-zoom"' in body
 
     # Once a walk of the whole history has completed, the source reads as up to date.
     Source.objects.filter(pk=plain_source.pk).update(synced_through=now)

@@ -172,3 +172,4 @@ def host(url: str | None) -> str:
         return urlsplit(url).netloc or url
     except ValueError:
         return url
+

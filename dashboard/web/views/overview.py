@@ -14,7 +14,7 @@ from dashboard.deliveries.windows import trailing_counts
 from dashboard.replica import reads_replica
 from dashboard.sources.models import Source
 from dashboard.web import timeline
-from dashboard.web.forms import RangeForm
+from dashboard.web.forms import ChartRangeForm
 from dashboard.web.stats import group_rows
 from dashboard.web.views.common import bad_filters, render_live
 
@@ -25,7 +25,7 @@ WORST = 5
 @reads_replica
 def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
-    form = RangeForm(request.GET, now=now)
+    form = ChartRangeForm(request.GET, now=now)
     if not form.is_valid():
         return bad_filters(request, form, title="Overview", nav="overview")
     window = form.cleaned_data["window"]
@@ -55,7 +55,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
     sources = list(Source.objects.order_by("name"))
     source_states = [(s, s.problem(now)) for s in sources]
-    chart = timeline.build(window.start, window.end, {})
+    chart = timeline.build(window.start, window.end, {}, zone=form.cleaned_data["tz"])
     cards = [
         _card("Last hour", "1h", recent["total_1"], recent["failed_1"]),
         _card("Last 24 hours", "24h", recent["total_24"], recent["failed_24"]),
@@ -74,6 +74,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "top_groups": top_groups,
         "source_states": source_states,
         "timeline": chart,
+        "clamped": form.cleaned_data["clamped"],
         "day_ago": day_ago,
     }
     return render_live(request, "web/overview.html", "web/_overview_partial.html", context)
@@ -92,8 +93,9 @@ def _chart_note(chart: timeline.Timeline, card: dict[str, Any] | None) -> str:
     more, more_failing = total - int(card["total"]), chart.chart.failed - int(card["failed"])
     first = chart.buckets[0].start if chart.buckets else chart.start
     if first < chart.start:
+        local = first.astimezone(chart.zone)
         reason = (
-            f"its first {chart.step_label} bar starts at {first:%H:%M} UTC, "
+            f"its first {chart.step_label} bar starts at {local:%H:%M} {local.tzname()}, "
             f"{_minutes(chart.start - first)} before the card's window"
         )
     else:

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from dashboard import times
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import EventRollup, HourlyRollup
 from dashboard.replica import reads_replica
@@ -23,7 +24,7 @@ def timeline_page(request: HttpRequest) -> HttpResponse:
     window = form.cleaned_data["window"]
     slice_kwargs = form.slice_kwargs()
     event = form.cleaned_data["event"]
-    result = timeline.build(window.start, window.end, slice_kwargs, event=event)
+    result = timeline.build(window.start, window.end, slice_kwargs, event=event, zone=form.cleaned_data["tz"])
     menu_since = timezone.now() - MENU_WINDOW
     context = {
         "nav": "timeline",
@@ -34,6 +35,8 @@ def timeline_page(request: HttpRequest) -> HttpResponse:
         "options": HourlyRollup.objects.between(menu_since, None).slice_options(),
         "event": event,
         "events": EventRollup.objects.event_names(menu_since),
+        "clamped": form.cleaned_data["clamped"],
+        "zone_names": times.zone_names(),
         "success_rate": (100.0 * result.chart.delivered / (result.chart.delivered + result.chart.failed))
         if not result.chart.empty
         else None,

@@ -133,3 +133,112 @@
     });
   });
 })();
+
+// Timeline charts (templates/web/_chart.html): dragging across the plot selects a range and opens the same
+// page with that window (range=custom, start and end in UTC, as the range fields take them); a plain click
+// still follows the bar's link. Delegated from the document, so a chart swapped in by live refresh works too.
+(function () {
+  "use strict";
+  var SVG = "http://www.w3.org/2000/svg";
+  var MIN_PIXELS = 6;
+  var drag = null;
+  var swallowClick = false;
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function utc(ms) {
+    var d = new Date(ms);
+    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + "T" +
+      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds());
+  }
+  // The pointer's x in the SVG's own coordinates (its viewBox), whatever size the chart is drawn at.
+  function svgX(svg, event) {
+    var point = svg.createSVGPoint();
+    point.x = event.clientX;
+    point.y = event.clientY;
+    return point.matrixTransform(svg.getScreenCTM().inverse()).x;
+  }
+  function plot(svg) {
+    return {
+      left: parseFloat(svg.getAttribute("data-plot-left")),
+      right: parseFloat(svg.getAttribute("data-plot-right")),
+      start: Date.parse(svg.getAttribute("data-start")),
+      end: Date.parse(svg.getAttribute("data-end"))
+    };
+  }
+  function clamp(x, p) { return Math.min(Math.max(x, p.left), p.right); }
+  function timeAt(x, p) { return p.start + (clamp(x, p) - p.left) / (p.right - p.left) * (p.end - p.start); }
+
+  document.addEventListener("pointerdown", function (event) {
+    var svg = event.target.closest && event.target.closest("svg.js-zoom");
+    if (!svg || event.button !== 0) return;
+    var p = plot(svg);
+    if (isNaN(p.start) || isNaN(p.end)) return;
+    event.preventDefault();  // no native drag of the bar's link, no text selection
+    var band = document.createElementNS(SVG, "rect");
+    band.setAttribute("class", "zoom-band");
+    band.setAttribute("y", "0");
+    band.setAttribute("height", svg.viewBox.baseVal.height - 24);
+    band.setAttribute("width", "0");
+    svg.appendChild(band);
+    drag = { svg: svg, plot: p, band: band, from: clamp(svgX(svg, event), p), clientX: event.clientX, moved: false };
+    band.setAttribute("x", drag.from);
+  });
+
+  document.addEventListener("pointermove", function (event) {
+    if (!drag) return;
+    if (Math.abs(event.clientX - drag.clientX) >= MIN_PIXELS) drag.moved = true;
+    var to = clamp(svgX(drag.svg, event), drag.plot);
+    drag.band.setAttribute("x", Math.min(drag.from, to));
+    drag.band.setAttribute("width", Math.abs(to - drag.from));
+  });
+
+  document.addEventListener("pointerup", function (event) {
+    if (!drag) return;
+    var d = drag;
+    drag = null;
+    if (!d.moved) { d.band.remove(); return; }
+    swallowClick = true;
+    setTimeout(function () { swallowClick = false; }, 0);
+    var a = timeAt(d.from, d.plot), b = timeAt(svgX(d.svg, event), d.plot);
+    var minute = 60000;
+    var start = Math.floor(Math.min(a, b) / minute) * minute;
+    var end = Math.max(Math.ceil(Math.max(a, b) / minute) * minute, start + minute);
+    var params = new URLSearchParams(location.search);
+    params.set("range", "custom");
+    params.set("start", utc(start));
+    params.set("end", utc(end));
+    params.delete("after");
+    params.delete("before");
+    location.assign(location.pathname + "?" + params.toString());
+  });
+
+  document.addEventListener("pointercancel", function () {
+    if (drag) { drag.band.remove(); drag = null; }
+  });
+
+  // The click that ends a drag must not open the bar it ended on.
+  document.addEventListener("click", function (event) {
+    if (swallowClick && event.target.closest && event.target.closest("svg.js-zoom")) {
+      event.preventDefault();
+      event.stopPropagation();
+    }
+  }, true);
+
+  // "Show in my time zone": the browser's zone, offered when it is not the one shown.
+  function offerMyZone(root) {
+    var mine = "";
+    try { mine = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { mine = ""; }
+    root.querySelectorAll(".js-my-zone").forEach(function (link) {
+      if (link.dataset.offered || !mine || mine === "UTC" || mine === link.getAttribute("data-current")) return;
+      link.dataset.offered = "1";
+      var params = new URLSearchParams(location.search);
+      params.set("tz", mine);
+      link.href = location.pathname + "?" + params.toString();
+      link.textContent = "show in " + mine;
+      link.hidden = false;
+    });
+  }
+  offerMyZone(document);
+  new MutationObserver(function () { offerMyZone(document); })
+    .observe(document.body, { childList: true, subtree: true });
+})();
