@@ -80,6 +80,16 @@ def assert_derived_exact(using: str = "default") -> None:
         actual = {tuple(row[:-1]): row[-1] for row in cursor.fetchall()}
     assert actual == expected
     assert HourlyRollup.objects.using(using).filter(deliveries=0).count() == 0
+    # The period rollups are the sums of their hours.
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT date_bin('6 hours', hour, '2000-01-03T00:00:00+00:00'), {dims}, sum(deliveries)"
+            f" FROM deliveries_hourlyrollup GROUP BY 1, {dims}"
+        )
+        expected = {tuple(row[:-1]): row[-1] for row in cursor.fetchall()}
+        cursor.execute(f"SELECT hour, {dims}, sum(deliveries) FROM deliveries_periodrollup GROUP BY 1, {dims}")
+        actual = {tuple(row[:-1]): row[-1] for row in cursor.fetchall()}
+    assert actual == expected
 
     streams = {(s.source_id, s.stream_id): s for s in Stream.objects.using(using)}
     with connections[using].cursor() as cursor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from django.contrib.postgres.fields import ArrayField
@@ -26,6 +26,11 @@ from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
 from dashboard.upstream.streams import Stream as ProviderStream
 from dashboard.upstream.streams import StreamCounts as ProviderCounts
+
+# The period of the coarser rollups (PeriodRollup), aligned to midnight UTC; chart steps that are multiples of it
+# (6 h, 12 h, 1 d, 7 d from a Monday) can be read from them.
+ROLLUP_PERIOD = timedelta(hours=6)
+PERIOD_ORIGIN = datetime(2000, 1, 3, tzinfo=UTC)
 
 # Query logic lives in these QuerySets, so views and the admin read as
 # `Delivery.objects.failures().for_stream(id)`. Two tables answer the pages: raw deliveries (one row per history
@@ -178,8 +183,10 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             return dict(cursor.fetchall())
 
 
-class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
-    def between(self, start: datetime | None, end: datetime | None) -> HourlyRollupQuerySet:
+class RollupQuerySet(SliceFilters, models.QuerySet[Any]):
+    """Reads of either rollup table (`hour` is the first hour of a row's slot)."""
+
+    def between(self, start: datetime | None, end: datetime | None) -> RollupQuerySet:
         qs = self
         if start is not None:
             qs = qs.filter(hour__gte=start)
@@ -263,23 +270,12 @@ class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
             .order_by(*dimensions, "retries")
         )
 
+    def slice_option_rows(self) -> list[tuple[str, str, str, datetime]]:
+        """(stream id, tag, webhook URL, newest hour) of every combination, the input of `slice_options`."""
+        return list(self.values_list("stream_id", "tag", "webhook_url").annotate(last=models.Max("hour")))
+
     def slice_options(self) -> dict[str, list[Any]]:
-        """Known streams (id, newest tag), tags and webhook URLs, for the filter menus."""
-        streams: dict[str, tuple[datetime, str]] = {}
-        tags: set[str] = set()
-        urls: set[str] = set()
-        rows = self.values_list("stream_id", "tag", "webhook_url").annotate(last=models.Max("hour"))
-        for stream_id, tag, url, last in rows:
-            if stream_id not in streams or last > streams[stream_id][0]:
-                streams[stream_id] = (last, tag)
-            tags.add(tag)
-            urls.add(url)
-        return {
-            "streams": sorted(((sid, tag) for sid, (_, tag) in streams.items()), key=lambda s: (s[1], s[0])),
-            "stream_ids": sorted(streams),
-            "tags": sorted(t for t in tags if t),
-            "urls": sorted(urls),
-        }
+        return slice_options(self.slice_option_rows())
 
     def by_group_and_bucket(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
         rows = (
@@ -290,6 +286,24 @@ class HourlyRollupQuerySet(SliceFilters, models.QuerySet["HourlyRollup"]):
             .order_by("error_group_id", "bucket")
         )
         return cast("list[dict[str, Any]]", list(rows))
+
+
+def slice_options(rows: Iterable[tuple[str, str, str, datetime]]) -> dict[str, list[Any]]:
+    """Known streams (id, newest tag), tags and webhook URLs, for the filter menus."""
+    streams: dict[str, tuple[datetime, str]] = {}
+    tags: set[str] = set()
+    urls: set[str] = set()
+    for stream_id, tag, url, last in rows:
+        if stream_id not in streams or last > streams[stream_id][0]:
+            streams[stream_id] = (last, tag)
+        tags.add(tag)
+        urls.add(url)
+    return {
+        "streams": sorted(((sid, tag) for sid, (_, tag) in streams.items()), key=lambda s: (s[1], s[0])),
+        "stream_ids": sorted(streams),
+        "tags": sorted(t for t in tags if t),
+        "urls": sorted(urls),
+    }
 
 
 # What the provider says of a stream (`GET /streams/evm`): `error` and `terminated` mean it sends nothing.
@@ -513,11 +527,8 @@ class DeliveryChange(models.Model):
         return f"{self.delivery_id} seen {self.status} after {self.retries} retries at {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
-class HourlyRollup(models.Model):
-    """Delivery counts per hour and dimension, recomputed exactly for every hour and stream an ingest touches.
-
-    Kept for ROLLUP_RETENTION_DAYS, longer than the deliveries themselves.
-    """
+class RollupCounts(models.Model):
+    """Delivery counts per time slot and dimension; `hour` is the slot's first hour."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
@@ -530,7 +541,20 @@ class HourlyRollup(models.Model):
     retries = models.IntegerField()
     deliveries = models.PositiveIntegerField()
 
-    objects = HourlyRollupQuerySet.as_manager()
+    objects = RollupQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
+
+
+class HourlyRollup(RollupCounts):
+    """Delivery counts per hour and dimension, recomputed exactly for every hour and stream an ingest touches.
+
+    Kept for ROLLUP_RETENTION_DAYS, longer than the deliveries themselves.
+    """
 
     class Meta:
         indexes = [
@@ -540,10 +564,26 @@ class HourlyRollup(models.Model):
             models.Index(fields=["error_group", "hour"], name="rollup_group_hour"),
         ]
 
-    def __str__(self) -> str:
-        return f"{self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
-
     @staticmethod
     def hour_of(moment: datetime) -> datetime:
         """The start of the rollup hour holding `moment`."""
         return moment.replace(minute=0, second=0, microsecond=0)
+
+
+class PeriodRollup(RollupCounts):
+    """The hourly rollups summed per ROLLUP_PERIOD (six hours from midnight UTC): what a long window reads for
+    its whole periods, a sixth of the rows or fewer. Recomputed from the hourly rows of every period an
+    ingest touches (`ingest.refresh_rollups`), so it is exactly their sum."""
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["hour"], name="period_rollup_hour"),
+            models.Index(fields=["stream_id", "hour"], name="period_rollup_stream_hour"),
+            models.Index(fields=["tag", "hour"], name="period_rollup_tag_hour"),
+            models.Index(fields=["error_group", "hour"], name="period_rollup_group_hour"),
+        ]
+
+    @staticmethod
+    def period_of(moment: datetime) -> datetime:
+        """The start of the ROLLUP_PERIOD holding `moment`."""
+        return PERIOD_ORIGIN + (moment - PERIOD_ORIGIN) // ROLLUP_PERIOD * ROLLUP_PERIOD

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from dashboard.deliveries.grouping import apply_group_changes
+from dashboard.deliveries.models import PeriodRollup
 from dashboard.deliveries.write_lock import take_write_lock
 
 log = logging.getLogger(__name__)
@@ -66,20 +67,20 @@ def enforce_retention(
         result.deliveries_deleted += len(rows)
         if len(rows) < batch_size:
             break
-    while result.batches < max_batches:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                """
-                DELETE FROM deliveries_hourlyrollup
-                 WHERE id IN (SELECT id FROM deliveries_hourlyrollup WHERE hour < %s LIMIT %s)
-                """,
-                [rollup_cutoff, batch_size],
-            )
-            deleted = cursor.rowcount
-        result.batches += 1
-        result.rollups_deleted += deleted
-        if deleted < batch_size:
-            break
+    # A period rollup goes when its whole period is before the cutoff.
+    for table, cutoff in (("deliveries_hourlyrollup", rollup_cutoff),
+                          ("deliveries_periodrollup", PeriodRollup.period_of(rollup_cutoff))):
+        while result.batches < max_batches:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE hour < %s LIMIT %s)",  # noqa: S608
+                    [cutoff, batch_size],
+                )
+                deleted = cursor.rowcount
+            result.batches += 1
+            result.rollups_deleted += deleted
+            if deleted < batch_size:
+                break
     if result.deliveries_deleted or result.rollups_deleted:
         log.info(
             "retention: %d deliveries before %s and %d rollup rows before %s deleted",

@@ -10,7 +10,8 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from dashboard.deliveries.models import Delivery, HourlyRollup
+from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.web.charts import (
     EPOCH,
     ROLLUP_FROM,
@@ -69,7 +70,7 @@ def build(start: datetime, end: datetime, slice_kwargs: dict[str, Any], *, width
     step = choose_step(span, hourly_only=from_rollups)
     first = floor_to(start, step)
     if from_rollups:
-        rows = HourlyRollup.objects.slice(**slice_kwargs).between(first, end).bucketed(EPOCH, step)
+        rows = RollupWindow.between(first, end, step=step).slice(**slice_kwargs).bucketed(EPOCH, step)
     else:
         rows = Delivery.objects.slice(**slice_kwargs).between(first, end).bucketed(EPOCH, step)
     buckets = fill_buckets(rows, start, end, step)

@@ -9,7 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import ErrorGroup, HourlyRollup
+from dashboard.deliveries.models import ErrorGroup
+from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.web.charts import EPOCH, Sparkline, choose_step, floor_to, sparkline
 from dashboard.web.forms import ErrorGroupsForm
 from dashboard.web.stats import SliceStats, group_rows
@@ -31,20 +32,16 @@ def error_groups(request: HttpRequest) -> HttpResponse:
         return bad_filters(request, form, title="Error groups", nav="errors")
     data = form.cleaned_data
     window = data["window"]
-    first_hour = HourlyRollup.hour_of(window.start)
-    rollups = (
-        HourlyRollup.objects.slice(
-            stream_id=data.get("stream") or None, tag=data.get("tag") or None, webhook_url=data.get("url") or None
-        )
-        .between(first_hour, window.end)
-        .exclude(error_group=None)
-    )
-    stats = group_rows(rollups.by_dimensions("error_group_id", "stream_id", "tag", "webhook_url"), "error_group_id")
-
     # Sparklines: about SPARK_BARS points across the window, hourly or wider.
     step = choose_step(window.end - window.start, hourly_only=True)
     while (window.end - window.start) / step > SPARK_BARS and step.days < 7:
         step *= 2
+    rollups = (
+        RollupWindow.between(window.start, window.end, step=step)
+        .slice(stream_id=data.get("stream") or None, tag=data.get("tag") or None, webhook_url=data.get("url") or None)
+        .exclude(error_group=None)
+    )
+    stats = group_rows(rollups.by_dimensions("error_group_id", "stream_id", "tag", "webhook_url"), "error_group_id")
     start = floor_to(window.start, step)
     slots = []
     cursor = start

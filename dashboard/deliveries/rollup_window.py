@@ -1,0 +1,99 @@
+"""Counts over a window of hours from the fewest rollup rows that give them exactly: the whole six-hour periods
+inside the window from the period rollups, the hours before the first and after the last whole period from
+the hourly rollups. A 30-day window reads ~120 periods instead of ~720 hours, whatever the daily rate.
+
+Each read runs once per part and the parts' rows are added together, so the result is what the hourly
+rollups of the whole window give (ingest keeps the period rows equal to the sums of their hours)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from dashboard.deliveries.models import (
+    ROLLUP_PERIOD,
+    HourlyRollup,
+    PeriodRollup,
+    RollupQuerySet,
+    slice_options,
+)
+
+# A window reads the period rollups only when it holds at least this many whole periods; shorter ones read
+# few hourly rows anyway, in one query.
+MIN_PERIODS = 4
+
+
+@dataclass(frozen=True)
+class RollupWindow:
+    parts: tuple[RollupQuerySet, ...]
+
+    @classmethod
+    def between(cls, start: datetime, end: datetime | None, *, step: timedelta | None = None) -> RollupWindow:
+        """The rollups of the hours from the one holding `start` to `end` (None: no end). With `step`, the
+        rows are to be bucketed that wide from midnight UTC, so periods are read only if it is a multiple of
+        ROLLUP_PERIOD."""
+        first_hour = HourlyRollup.hour_of(start)
+        inner_start = PeriodRollup.period_of(first_hour)
+        if inner_start < first_hour:
+            inner_start += ROLLUP_PERIOD
+        inner_end = PeriodRollup.period_of(end or timezone.now())
+        coarse = step is None or not step % ROLLUP_PERIOD
+        if not coarse or inner_end - inner_start < MIN_PERIODS * ROLLUP_PERIOD:
+            return cls((HourlyRollup.objects.between(first_hour, end),))
+        parts: list[RollupQuerySet] = []
+        if first_hour < inner_start:
+            parts.append(HourlyRollup.objects.between(first_hour, inner_start))
+        parts.append(PeriodRollup.objects.between(inner_start, inner_end))
+        parts.append(HourlyRollup.objects.between(inner_end, end))
+        return cls(tuple(parts))
+
+    def slice(self, **kwargs: Any) -> RollupWindow:
+        return RollupWindow(tuple(part.slice(**kwargs) for part in self.parts))
+
+    def exclude(self, **kwargs: Any) -> RollupWindow:
+        return RollupWindow(tuple(part.exclude(**kwargs) for part in self.parts))
+
+    def bucketed(self, origin: datetime, step: timedelta) -> list[dict[str, Any]]:
+        return merged((part.bucketed(origin, step) for part in self.parts), ("bucket",), ("delivered", "failed"))
+
+    def by_dimensions(self, *fields: str) -> list[dict[str, Any]]:
+        """As `RollupQuerySet.by_dimensions` (without a split); `last_hour` of a period is its first hour."""
+        return merged(
+            (part.by_dimensions(*fields) for part in self.parts), fields, ("total", "failed", "retried"),
+            maxima=("last_hour",),
+        )
+
+    def by_group_and_bucket(self, origin: datetime, step: timedelta) -> list[dict[str, Any]]:
+        return merged((part.by_group_and_bucket(origin, step) for part in self.parts),
+                      ("error_group_id", "bucket"), ("n",))
+
+    def retry_distribution(self, *dimensions: str) -> list[dict[str, Any]]:
+        return merged((part.retry_distribution(*dimensions) for part in self.parts),
+                      (*dimensions, "status", "retries"), ("n",))
+
+    def slice_options(self) -> dict[str, list[Any]]:
+        return slice_options(row for part in self.parts for row in part.slice_option_rows())
+
+
+def merged(
+    parts: Iterable[list[dict[str, Any]]], keys: Sequence[str], sums: Sequence[str], *, maxima: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Rows of several parts with equal `keys` made one: `sums` added, `maxima` the largest; ordered by `keys`."""
+    by_key: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for rows in parts:
+        for row in rows:
+            key = tuple(row[name] for name in keys)
+            into = by_key.get(key)
+            if into is None:
+                by_key[key] = dict(row)
+                continue
+            for name in sums:
+                into[name] += row[name]
+            for name in maxima:
+                if row[name] is not None and (into[name] is None or row[name] > into[name]):
+                    into[name] = row[name]
+    return [by_key[key] for key in sorted(by_key, key=lambda k: tuple((v is None, v) for v in k))]
