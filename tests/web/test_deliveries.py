@@ -29,10 +29,11 @@ def test_it_lists_newest_first_with_a_pinned_query_count(
     now = timezone.now()
     stored = store(plain_source, *(record(date=now - timedelta(minutes=i)) for i in range(5)))
     # session, user, the viewer role (user and group permissions), sync banner, the bounded count of the
-    # matching rows (COUNT over LIMIT 10 001), filter menus, the page of rows
+    # matching rows (the planner's estimate, then COUNT over LIMIT 10 001), filter menus (30 days: hourly
+    # rollups of the edge hours, period rollups of the whole periods), the page of rows
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(11):
         response = logged_in_client.get("/deliveries/")
     assert response.status_code == 200
     assert _ids(response) == [str(d.pk) for d in stored]
@@ -122,7 +123,8 @@ def test_the_sql_of_a_later_page_uses_no_offset(plain_source: Source, logged_in_
     # as the first page, with the bounded count of the matching rows
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
-    with django_assert_max_num_queries(9) as captured:
+    # (+ the planner's estimate before the count, and the menus' second rollup table, as above)
+    with django_assert_max_num_queries(11) as captured:
         logged_in_client.get(f"/deliveries/?after={first.context['older_cursor']}")
     assert not any("OFFSET" in q["sql"] for q in captured.captured_queries)
 
