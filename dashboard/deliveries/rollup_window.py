@@ -31,37 +31,47 @@ MIN_PERIODS = 4
 @dataclass(frozen=True)
 class RollupWindow:
     parts: tuple[RollupQuerySet, ...]
+    # `by_dimensions` also sums the hours from this one on (suffix `_recent`).
+    split_at: datetime | None = None
 
     @classmethod
-    def between(cls, start: datetime, end: datetime | None, *, step: timedelta | None = None) -> RollupWindow:
+    def between(
+        cls, start: datetime, end: datetime | None, *, step: timedelta | None = None, split_at: datetime | None = None
+    ) -> RollupWindow:
         """The rollups of the hours from the one holding `start` to `end` (None: no end). With `step`, the
         rows are to be bucketed that wide from midnight UTC, so periods are read only if it is a multiple of
-        ROLLUP_PERIOD."""
+        ROLLUP_PERIOD. With `split_at` (an hour), periods are read only before it, so that `by_dimensions`
+        can sum the hours from it on apart."""
         first_hour = HourlyRollup.hour_of(start)
         inner_start = PeriodRollup.period_of(first_hour)
         if inner_start < first_hour:
             inner_start += ROLLUP_PERIOD
         inner_end = PeriodRollup.period_of(end or timezone.now())
+        if split_at is not None:
+            inner_end = min(inner_end, PeriodRollup.period_of(split_at))
         coarse = step is None or not step % ROLLUP_PERIOD
         if not coarse or inner_end - inner_start < MIN_PERIODS * ROLLUP_PERIOD:
-            return cls((HourlyRollup.objects.between(first_hour, end),))
+            return cls((HourlyRollup.objects.between(first_hour, end),), split_at)
         tail = Q(hour__gte=inner_end) if end is None else Q(hour__gte=inner_end, hour__lt=end)
         edges = HourlyRollup.objects.filter(Q(hour__gte=first_hour, hour__lt=inner_start) | tail)
-        return cls((edges, PeriodRollup.objects.between(inner_start, inner_end)))
+        return cls((edges, PeriodRollup.objects.between(inner_start, inner_end)), split_at)
 
     def slice(self, **kwargs: Any) -> RollupWindow:
-        return RollupWindow(tuple(part.slice(**kwargs) for part in self.parts))
+        return RollupWindow(tuple(part.slice(**kwargs) for part in self.parts), self.split_at)
 
     def exclude(self, **kwargs: Any) -> RollupWindow:
-        return RollupWindow(tuple(part.exclude(**kwargs) for part in self.parts))
+        return RollupWindow(tuple(part.exclude(**kwargs) for part in self.parts), self.split_at)
 
     def bucketed(self, origin: datetime, step: timedelta) -> list[dict[str, Any]]:
         return merged((part.bucketed(origin, step) for part in self.parts), ("bucket",), ("delivered", "failed"))
 
     def by_dimensions(self, *fields: str) -> list[dict[str, Any]]:
-        """As `RollupQuerySet.by_dimensions` (without a split); `last_hour` of a period is its first hour."""
+        """As `RollupQuerySet.by_dimensions`, split at `split_at`; `last_hour` of a period is its first hour."""
+        sums: tuple[str, ...] = ("total", "failed", "retried")
+        if self.split_at is not None:
+            sums += ("total_recent", "failed_recent", "retried_recent")
         return merged(
-            (part.by_dimensions(*fields) for part in self.parts), fields, ("total", "failed", "retried"),
+            (part.by_dimensions(*fields, split_at=self.split_at) for part in self.parts), fields, sums,
             maxima=("last_hour",),
         )
 

@@ -85,3 +85,20 @@ def test_ingest_keeps_the_periods_equal_to_their_hours() -> None:
     assert_derived_exact()
     store_records(source, [record(1, minutes=minutes + 400, error=""), record(4, minutes=5, error="boom", retries=2)])
     assert_derived_exact()
+
+
+def test_a_split_window_sums_the_recent_hours_apart() -> None:
+    generate_deliveries(3000, days=8, newest=NEWEST, failure_rate=0.2, analyze=False)
+    start, day_ago = NEWEST - timedelta(days=7), HourlyRollup.hour_of(NEWEST - timedelta(hours=24))
+    split = RollupWindow.between(start, NEWEST, split_at=day_ago)
+    assert any(part.model is PeriodRollup for part in split.parts)
+    fields = ("stream_id", "tag", "webhook_url")
+    sums = ("total", "failed", "retried", "total_recent", "failed_recent", "retried_recent")
+
+    got = [tuple(r[f] for f in (*fields, *sums)) for r in split.by_dimensions(*fields)]
+    want = [
+        tuple(r[f] for f in (*fields, *sums))
+        for r in HourlyRollup.objects.between(HourlyRollup.hour_of(start), NEWEST).by_dimensions(*fields, split_at=day_ago)
+    ]
+    assert got == want
+    assert any(row[-3] for row in got) and any(row[3] > row[-3] for row in got)
