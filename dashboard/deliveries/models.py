@@ -527,6 +527,16 @@ class DeliveryChange(models.Model):
         return f"{self.delivery_id} seen {self.status} after {self.retries} retries at {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
+def rollup_indexes(prefix: str) -> list[models.Index]:
+    """The time range alone and by stream, tag and error group: what the pages' slices filter on."""
+    return [
+        models.Index(fields=["hour"], name=f"{prefix}_hour"),
+        models.Index(fields=["stream_id", "hour"], name=f"{prefix}_stream_hour"),
+        models.Index(fields=["tag", "hour"], name=f"{prefix}_tag_hour"),
+        models.Index(fields=["error_group", "hour"], name=f"{prefix}_group_hour"),
+    ]
+
+
 class RollupCounts(models.Model):
     """Delivery counts per time slot and dimension; `hour` is the slot's first hour."""
 
@@ -557,12 +567,7 @@ class HourlyRollup(RollupCounts):
     """
 
     class Meta:
-        indexes = [
-            models.Index(fields=["hour"], name="rollup_hour"),
-            models.Index(fields=["stream_id", "hour"], name="rollup_stream_hour"),
-            models.Index(fields=["tag", "hour"], name="rollup_tag_hour"),
-            models.Index(fields=["error_group", "hour"], name="rollup_group_hour"),
-        ]
+        indexes = rollup_indexes("rollup")
 
     @staticmethod
     def hour_of(moment: datetime) -> datetime:
@@ -576,12 +581,7 @@ class PeriodRollup(RollupCounts):
     ingest touches (`ingest.refresh_rollups`), so it is exactly their sum."""
 
     class Meta:
-        indexes = [
-            models.Index(fields=["hour"], name="period_rollup_hour"),
-            models.Index(fields=["stream_id", "hour"], name="period_rollup_stream_hour"),
-            models.Index(fields=["tag", "hour"], name="period_rollup_tag_hour"),
-            models.Index(fields=["error_group", "hour"], name="period_rollup_group_hour"),
-        ]
+        indexes = rollup_indexes("period_rollup")
 
     @staticmethod
     def period_of(moment: datetime) -> datetime:
