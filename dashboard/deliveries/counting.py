@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 # Up to this many matching rows the count is exact.
 EXACT_LIMIT = 10_000
 # A filter the planner expects to match this many times the exact limit or more is not counted at all.
-ESTIMATE_ONLY_FACTOR = 10
+ESTIMATE_ONLY_FACTOR = 2
 
 
 @dataclass(frozen=True)

@@ -270,13 +270,6 @@ class RollupQuerySet(SliceFilters, models.QuerySet[Any]):
             .order_by(*dimensions, "retries")
         )
 
-    def slice_option_rows(self) -> list[tuple[str, str, str, datetime]]:
-        """(stream id, tag, webhook URL, newest hour) of every combination, the input of `slice_options`."""
-        return list(self.values_list("stream_id", "tag", "webhook_url").annotate(last=models.Max("hour")))
-
-    def slice_options(self) -> dict[str, list[Any]]:
-        return slice_options(self.slice_option_rows())
-
     def by_group_and_bucket(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
         rows = (
             self.exclude(error_group=None)
@@ -302,7 +295,7 @@ def slice_options(rows: Iterable[tuple[str, str, str, datetime]]) -> dict[str, l
         "streams": sorted(((sid, tag) for sid, (_, tag) in streams.items()), key=lambda s: (s[1], s[0])),
         "stream_ids": sorted(streams),
         "tags": sorted(t for t in tags if t),
-        "urls": sorted(urls),
+        "urls": sorted(u for u in urls if u),
     }
 
 
@@ -313,6 +306,16 @@ PROVIDER_FAILING = ("error", "terminated")
 class StreamQuerySet(models.QuerySet["Stream"]):
     def failing_at_provider(self) -> StreamQuerySet:
         return self.filter(provider_status__in=PROVIDER_FAILING)
+
+    def slice_options(self, since: datetime) -> dict[str, list[Any]]:
+        """The filter menus: streams with a delivery since `since` (id, tag of the newest delivery), their tags
+        and webhook URLs; read from the stream rows (one per stream), not from the history."""
+        rows = self.filter(last_delivery_at__gte=since).values_list(
+            "stream_id", "tag", "webhook_urls", "last_delivery_at"
+        )
+        return slice_options(
+            (stream_id, tag, url, last) for stream_id, tag, urls, last in rows for url in (urls or [""])
+        )
 
     def record_provider_streams(
         self, source: Source, streams: Iterable[ProviderStream], now: datetime

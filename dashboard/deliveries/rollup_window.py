@@ -20,7 +20,6 @@ from dashboard.deliveries.models import (
     HourlyRollup,
     PeriodRollup,
     RollupQuerySet,
-    slice_options,
 )
 
 # A window reads the period rollups only when it holds at least this many whole periods; shorter ones read
@@ -82,9 +81,6 @@ class RollupWindow:
     def retry_distribution(self, *dimensions: str) -> list[dict[str, Any]]:
         return merged((part.retry_distribution(*dimensions) for part in self.parts),
                       (*dimensions, "status", "retries"), ("n",))
-
-    def slice_options(self) -> dict[str, list[Any]]:
-        return slice_options(row for part in self.parts for row in part.slice_option_rows())
 
 
 def merged(

@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.rollup_window import RollupWindow
+from dashboard.deliveries.models import Stream
 from dashboard.web import timeline
 from dashboard.web.forms import MENU_WINDOW, SliceForm
 from dashboard.web.views.common import bad_filters
@@ -27,7 +27,7 @@ def timeline_page(request: HttpRequest) -> HttpResponse:
         "window": window,
         "timeline": result,
         "slice": slice_kwargs,
-        "options": RollupWindow.between(timezone.now() - MENU_WINDOW, None).slice_options(),
+        "options": Stream.objects.slice_options(timezone.now() - MENU_WINDOW),
         "success_rate": (100.0 * result.chart.delivered / (result.chart.delivered + result.chart.failed))
         if not result.chart.empty
         else None,
