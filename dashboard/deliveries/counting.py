@@ -1,8 +1,8 @@
 """How many rows a filter of the deliveries table matches, without COUNT(*) over millions of rows: exact up
 to a bound (a COUNT over a LIMIT subquery, which stops early), the planner's estimate beyond it. When the
-planner already expects many times the bound (a busy address, the whole table), the estimate is all that is
-read: counting the bound's rows would fetch thousands of heap rows only to say "more than the bound". The
-admin's paginator and the deliveries list both count through here."""
+planner already expects twice the bound or more (a busy address, a common status, the whole table), the
+estimate is all that is read: counting would fetch thousands of heap rows only to say "more than the
+bound". The admin's paginator and the deliveries list both count through here."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ ESTIMATE_ONLY_FACTOR = 2
 class RowCount:
     rows: int
     # True when `rows` is the planner's estimate (more than the exact limit match, or the planner expects
-    # many times more).
+    # ESTIMATE_ONLY_FACTOR times more).
     estimated: bool
 
 

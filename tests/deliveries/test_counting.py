@@ -1,4 +1,4 @@
-"""Counting a filter: exact up to the bound; the planner's estimate beyond it; and when the planner expects many
+"""Counting a filter: exact up to the bound; the planner's estimate beyond it; and when the planner expects several
 times the bound, the estimate alone, without reading the bound's rows."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def counted(queryset: object, exact_limit: int) -> tuple[object, list[str]]:
     return result, [q["sql"] for q in queries.captured_queries]
 
 
-def test_a_filter_expected_to_match_many_times_the_bound_is_not_counted() -> None:
+def test_a_filter_expected_to_match_several_times_the_bound_is_not_counted() -> None:
     generate_deliveries(1200, days=2, analyze=True)
     limit = 1200 // (ESTIMATE_ONLY_FACTOR * 2)
 
