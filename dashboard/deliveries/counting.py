@@ -1,6 +1,8 @@
 """How many rows a filter of the deliveries table matches, without COUNT(*) over millions of rows: exact up
-to a bound (a COUNT over a LIMIT subquery, which stops early), the planner's estimate beyond it. The admin's
-paginator and the deliveries list both count through here."""
+to a bound (a COUNT over a LIMIT subquery, which stops early), the planner's estimate beyond it. When the
+planner already expects twice the bound or more (a busy address, a common status, the whole table), the
+estimate is all that is read: counting would fetch thousands of heap rows only to say "more than the
+bound". The admin's paginator and the deliveries list both count through here."""
 
 from __future__ import annotations
 
@@ -13,24 +15,30 @@ from django.db.models import QuerySet
 
 # Up to this many matching rows the count is exact.
 EXACT_LIMIT = 10_000
+# A filter the planner expects to match this many times the exact limit or more is not counted at all.
+ESTIMATE_ONLY_FACTOR = 2
 
 
 @dataclass(frozen=True)
 class RowCount:
     rows: int
-    # True when `rows` is the planner's estimate (more than the exact limit match).
+    # True when `rows` is the planner's estimate (more than the exact limit match, or the planner expects
+    # ESTIMATE_ONLY_FACTOR times more).
     estimated: bool
 
 
 def bounded_count(queryset: QuerySet[Any], exact_limit: int | None = None) -> RowCount:
-    """One query up to `exact_limit` rows (EXACT_LIMIT unless given); one more (an EXPLAIN, which reads no
-    rows) beyond it."""
+    """Two queries: an EXPLAIN (which reads no rows), then, unless the planner expects ESTIMATE_ONLY_FACTOR
+    times `exact_limit` (EXACT_LIMIT unless given) or more, the count up to `exact_limit` rows."""
     exact_limit = EXACT_LIMIT if exact_limit is None else exact_limit
     queryset = queryset.order_by()
+    estimate = planner_estimate(queryset)
+    if estimate >= ESTIMATE_ONLY_FACTOR * exact_limit:
+        return RowCount(estimate, estimated=True)
     bounded = queryset[: exact_limit + 1].count()
     if bounded <= exact_limit:
         return RowCount(bounded, estimated=False)
-    return RowCount(max(bounded, planner_estimate(queryset)), estimated=True)
+    return RowCount(max(bounded, estimate), estimated=True)
 
 
 def planner_estimate(queryset: QuerySet[Any]) -> int:

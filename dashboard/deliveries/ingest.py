@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 
 from dashboard.deliveries import metrics
 from dashboard.deliveries.grouping import apply_group_changes, group_ids_for
-from dashboard.deliveries.models import HourlyRollup
+from dashboard.deliveries.models import PERIOD_ORIGIN, ROLLUP_PERIOD, HourlyRollup, PeriodRollup
 from dashboard.deliveries.records import ParsedRecord, parse_records, raw_json
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.deliveries.write_lock import take_write_lock
@@ -257,6 +257,58 @@ def refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> Non
          ) AS d
     """  # noqa: S608 - column names are constants
     cursor.execute(_INSERT_ROLLUPS.format(rows=rows), params)
+    periods = sorted({(source, stream, PeriodRollup.period_of(hour)) for source, stream, hour in keys})
+    refresh_periods(cursor, periods)
+
+
+ROLLUP_COLUMNS = "tag, webhook_url, chain_id, status, error_group_id, retries"
+
+
+def refresh_periods(cursor: Any, keys: Sequence[tuple[int, str, datetime]]) -> None:
+    """Recompute the period rollups of the given (source, stream, period start) from their hourly rollups."""
+    params = [[k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], ROLLUP_PERIOD]
+    cursor.execute(
+        """
+        DELETE FROM deliveries_periodrollup r
+         USING unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
+         WHERE r.source_id = t.source_id AND r.stream_id = t.stream_id AND r.hour = t.hour
+        """,
+        params[:3],
+    )
+    cursor.execute(
+        f"""
+        INSERT INTO deliveries_periodrollup ({ROLLUP_DIMENSIONS}, deliveries)
+        SELECT t.source_id, t.hour, t.stream_id, {ROLLUP_COLUMNS}, sum(r.deliveries)
+          FROM unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
+          JOIN deliveries_hourlyrollup r
+            ON r.stream_id = t.stream_id AND r.hour >= t.hour AND r.hour < t.hour + %s
+           AND r.source_id = t.source_id
+         GROUP BY t.source_id, t.hour, t.stream_id, {ROLLUP_COLUMNS}
+        """,  # noqa: S608 - column names are constants
+        params,
+    )
+
+
+def recompute_periods_between(cursor: Any, start: datetime, end: datetime, source_id: int | None = None) -> None:
+    """Recompute the period rollups of every period overlapping [start, end) from their hourly rollups."""
+    only = "" if source_id is None else "AND source_id = %(source)s"
+    params = {"start": PeriodRollup.period_of(start), "end": end, "source": source_id, "period": ROLLUP_PERIOD,
+              "origin": PERIOD_ORIGIN}
+    cursor.execute(
+        f"DELETE FROM deliveries_periodrollup WHERE hour >= %(start)s AND hour < %(end)s {only}",  # noqa: S608
+        params,
+    )
+    cursor.execute(
+        f"""
+        INSERT INTO deliveries_periodrollup ({ROLLUP_DIMENSIONS}, deliveries)
+        SELECT source_id, date_bin(%(period)s, hour, %(origin)s), stream_id, {ROLLUP_COLUMNS}, sum(deliveries)
+          FROM deliveries_hourlyrollup
+         WHERE hour >= %(start)s AND hour < %(end)s + %(period)s
+               AND date_bin(%(period)s, hour, %(origin)s) < %(end)s {only}
+         GROUP BY source_id, date_bin(%(period)s, hour, %(origin)s), stream_id, {ROLLUP_COLUMNS}
+        """,  # noqa: S608 - column names are constants
+        params,
+    )
 
 
 def recompute_rollups_between(cursor: Any, start: datetime, end: datetime, source_id: int | None = None) -> int:
@@ -281,6 +333,7 @@ def recompute_rollups_between(cursor: Any, start: datetime, end: datetime, sourc
          WHERE d.date >= %(start)s AND d.date < %(end)s {only} AND NOT d.is_test
     """  # noqa: S608 - column names are constants
     cursor.execute(_INSERT_ROLLUPS.format(rows=rows), params)
+    recompute_periods_between(cursor, start, end, source_id)
     cursor.execute(
         f"SELECT count(DISTINCT (source_id, stream_id, hour)) FROM deliveries_hourlyrollup"  # noqa: S608
         f" WHERE hour >= %(start)s AND hour < %(end)s {only}",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Self, TypeVar, cast
 
 from django.contrib.postgres.fields import ArrayField
@@ -26,6 +26,11 @@ from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
 from dashboard.upstream.streams import Stream as ProviderStream
 from dashboard.upstream.streams import StreamCounts as ProviderCounts
+
+# The period of the coarser rollups (PeriodRollup), aligned to midnight UTC; chart steps that are multiples of it
+# (6 h, 12 h, 1 d, 7 d from a Monday) can be read from them.
+ROLLUP_PERIOD = timedelta(hours=6)
+PERIOD_ORIGIN = datetime(2000, 1, 3, tzinfo=UTC)
 
 # Query logic lives in these QuerySets, so views and the admin read as
 # `Delivery.objects.failures().for_stream(id)`. Two tables answer the pages: raw deliveries (one row per history
@@ -178,12 +183,13 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             return dict(cursor.fetchall())
 
 
-_Rollup = TypeVar("_Rollup", "HourlyRollup", "EventRollup")
+_Rollup = TypeVar("_Rollup", "HourlyRollup", "PeriodRollup", "EventRollup")
 
 
 class RollupQuerySet(SliceFilters, models.QuerySet[_Rollup]):
-    """What both rollup tables answer: the hourly counts of every delivery (`HourlyRollup`) and of the
-    deliveries holding one decoded event (`EventRollup`) have the same dimensions and sums."""
+    """What every rollup table answers: the counts of every delivery per hour (`HourlyRollup`) or per period
+    (`PeriodRollup`), and of the deliveries holding one decoded event (`EventRollup`), have the same
+    dimensions and sums (`hour` is the first hour of a row's slot)."""
 
     def between(self, start: datetime | None, end: datetime | None) -> Self:
         qs = self
@@ -266,24 +272,6 @@ class RollupQuerySet(SliceFilters, models.QuerySet[_Rollup]):
             .order_by(*dimensions, "retries")
         )
 
-    def slice_options(self) -> dict[str, list[Any]]:
-        """Known streams (id, newest tag), tags and webhook URLs, for the filter menus."""
-        streams: dict[str, tuple[datetime, str]] = {}
-        tags: set[str] = set()
-        urls: set[str] = set()
-        rows = self.values_list("stream_id", "tag", "webhook_url").annotate(last=models.Max("hour"))
-        for stream_id, tag, url, last in rows:
-            if stream_id not in streams or last > streams[stream_id][0]:
-                streams[stream_id] = (last, tag)
-            tags.add(tag)
-            urls.add(url)
-        return {
-            "streams": sorted(((sid, tag) for sid, (_, tag) in streams.items()), key=lambda s: (s[1], s[0])),
-            "stream_ids": sorted(streams),
-            "tags": sorted(t for t in tags if t),
-            "urls": sorted(urls),
-        }
-
     def by_group_and_bucket(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
         rows = (
             self.exclude(error_group=None)
@@ -296,6 +284,10 @@ class RollupQuerySet(SliceFilters, models.QuerySet[_Rollup]):
 
 
 class HourlyRollupQuerySet(RollupQuerySet["HourlyRollup"]):
+    pass
+
+
+class PeriodRollupQuerySet(RollupQuerySet["PeriodRollup"]):
     pass
 
 
@@ -326,11 +318,22 @@ class EventRollupQuerySet(RollupQuerySet["EventRollup"]):
             return [name for (name,) in cursor.fetchall()]
 
 
-def rollups_for(event: str | None) -> HourlyRollupQuerySet | EventRollupQuerySet:
-    """The rollup rows a page slices: every delivery's, or only those of the deliveries holding `event`."""
-    if event:
-        return EventRollup.objects.for_event(event)
-    return HourlyRollup.objects.all()
+def slice_options(rows: Iterable[tuple[str, str, str, datetime]]) -> dict[str, list[Any]]:
+    """Known streams (id, newest tag), tags and webhook URLs, for the filter menus."""
+    streams: dict[str, tuple[datetime, str]] = {}
+    tags: set[str] = set()
+    urls: set[str] = set()
+    for stream_id, tag, url, last in rows:
+        if stream_id not in streams or last > streams[stream_id][0]:
+            streams[stream_id] = (last, tag)
+        tags.add(tag)
+        urls.add(url)
+    return {
+        "streams": sorted(((sid, tag) for sid, (_, tag) in streams.items()), key=lambda s: (s[1], s[0])),
+        "stream_ids": sorted(streams),
+        "tags": sorted(t for t in tags if t),
+        "urls": sorted(u for u in urls if u),
+    }
 
 
 # What the provider says of a stream (`GET /streams/evm`): `error` and `terminated` mean it sends nothing.
@@ -340,6 +343,16 @@ PROVIDER_FAILING = ("error", "terminated")
 class StreamQuerySet(models.QuerySet["Stream"]):
     def failing_at_provider(self) -> StreamQuerySet:
         return self.filter(provider_status__in=PROVIDER_FAILING)
+
+    def slice_options(self, since: datetime) -> dict[str, list[Any]]:
+        """The filter menus: streams with a delivery since `since` (id, tag of the newest delivery), their tags
+        and webhook URLs; read from the stream rows (one per stream), not from the history."""
+        rows = self.filter(last_delivery_at__gte=since).values_list(
+            "stream_id", "tag", "webhook_urls", "last_delivery_at"
+        )
+        return slice_options(
+            (stream_id, tag, url, last) for stream_id, tag, urls, last in rows for url in (urls or [""])
+        )
 
     def record_provider_streams(
         self, source: Source, streams: Iterable[ProviderStream], now: datetime
@@ -554,8 +567,18 @@ class DeliveryChange(models.Model):
         return f"{self.delivery_id} seen {self.status} after {self.retries} retries at {self.seen_at:%Y-%m-%d %H:%M:%S}"
 
 
-class RollupRow(models.Model):
-    """The dimensions and counts both rollup tables share."""
+def rollup_indexes(prefix: str) -> list[models.Index]:
+    """The time range alone and by stream, tag and error group: what the pages' slices filter on."""
+    return [
+        models.Index(fields=["hour"], name=f"{prefix}_hour"),
+        models.Index(fields=["stream_id", "hour"], name=f"{prefix}_stream_hour"),
+        models.Index(fields=["tag", "hour"], name=f"{prefix}_tag_hour"),
+        models.Index(fields=["error_group", "hour"], name=f"{prefix}_group_hour"),
+    ]
+
+
+class RollupCounts(models.Model):
+    """Delivery counts per time slot and dimension; `hour` is the slot's first hour."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
@@ -571,13 +594,11 @@ class RollupRow(models.Model):
     class Meta:
         abstract = True
 
-    @staticmethod
-    def hour_of(moment: datetime) -> datetime:
-        """The start of the rollup hour holding `moment`."""
-        return moment.replace(minute=0, second=0, microsecond=0)
+    def __str__(self) -> str:
+        return f"{self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
 
 
-class HourlyRollup(RollupRow):
+class HourlyRollup(RollupCounts):
     """Delivery counts per hour and dimension, recomputed exactly for every hour and stream an ingest touches.
 
     Kept for ROLLUP_RETENTION_DAYS, longer than the deliveries themselves.
@@ -586,18 +607,31 @@ class HourlyRollup(RollupRow):
     objects = HourlyRollupQuerySet.as_manager()
 
     class Meta:
-        indexes = [
-            models.Index(fields=["hour"], name="rollup_hour"),
-            models.Index(fields=["stream_id", "hour"], name="rollup_stream_hour"),
-            models.Index(fields=["tag", "hour"], name="rollup_tag_hour"),
-            models.Index(fields=["error_group", "hour"], name="rollup_group_hour"),
-        ]
+        indexes = rollup_indexes("rollup")
 
-    def __str__(self) -> str:
-        return f"{self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
+    @staticmethod
+    def hour_of(moment: datetime) -> datetime:
+        """The start of the rollup hour holding `moment`."""
+        return moment.replace(minute=0, second=0, microsecond=0)
 
 
-class EventRollup(RollupRow):
+class PeriodRollup(RollupCounts):
+    """The hourly rollups summed per ROLLUP_PERIOD (six hours from midnight UTC): what a long window reads for
+    its whole periods, a sixth of the rows or fewer. Recomputed from the hourly rows of every period an
+    ingest touches (`ingest.refresh_rollups`), so it is exactly their sum."""
+
+    objects = PeriodRollupQuerySet.as_manager()
+
+    class Meta:
+        indexes = rollup_indexes("period_rollup")
+
+    @staticmethod
+    def period_of(moment: datetime) -> datetime:
+        """The start of the ROLLUP_PERIOD holding `moment`."""
+        return PERIOD_ORIGIN + (moment - PERIOD_ORIGIN) // ROLLUP_PERIOD * ROLLUP_PERIOD
+
+
+class EventRollup(RollupCounts):
     """The hourly rollup once more, per decoded event name: `deliveries` counts the deliveries of the hour and
     dimensions whose payload holds that event (their `event:<name>` search key). A delivery with two events
     counts under each; one with none is in no row. Written by the same statement as `HourlyRollup`

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from dashboard.deliveries.grouping import apply_group_changes
 from dashboard.deliveries.ingest import ROLLUP_TABLES
+from dashboard.deliveries.models import PeriodRollup
 from dashboard.deliveries.write_lock import take_write_lock
 
 log = logging.getLogger(__name__)
@@ -67,15 +68,15 @@ def enforce_retention(
         result.deliveries_deleted += len(rows)
         if len(rows) < batch_size:
             break
-    for table in ROLLUP_TABLES:
+    # A period rollup goes when its whole period is before the cutoff.
+    cutoffs = [(table, rollup_cutoff) for table in ROLLUP_TABLES]
+    cutoffs.append(("deliveries_periodrollup", PeriodRollup.period_of(rollup_cutoff)))
+    for table, cutoff in cutoffs:
         while result.batches < max_batches:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(
-                    f"""
-                    DELETE FROM {table}
-                     WHERE id IN (SELECT id FROM {table} WHERE hour < %s LIMIT %s)
-                    """,  # noqa: S608 - table names are constants
-                    [rollup_cutoff, batch_size],
+                    f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE hour < %s LIMIT %s)",  # noqa: S608
+                    [cutoff, batch_size],
                 )
                 deleted = cursor.rowcount
             result.batches += 1

@@ -249,8 +249,11 @@ def generate_deliveries(
     hostile: bool = False,
     batch: int = 50_000,
     analyze: bool = True,
+    from_row: int = 1,
 ) -> Generated:
-    """Insert `count` deliveries (existing ids are skipped) and return what was made."""
+    """Insert `count` deliveries (existing ids are skipped) and return what was made. Row n is dated
+    `newest` minus n steps of `days`/`count`; `from_row` starts at row n (the rest of an interrupted run, with
+    its `newest`)."""
     import time
 
     started = time.monotonic()
@@ -298,7 +301,7 @@ def generate_deliveries(
         "hostile_text": HOSTILE_PAYLOAD_TEXT,
     }
     with connection.cursor() as cursor:
-        for first in range(1, count + 1, batch):
+        for first in range(max(1, from_row), count + 1, batch):
             with transaction.atomic():
                 cursor.execute(_INSERT, {**params, "first": first, "last": min(count, first + batch - 1)})
     # Rollups, stream rows and error-group counts as ingest would have left them for these rows.

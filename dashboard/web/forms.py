@@ -37,7 +37,8 @@ MAX_SPAN = timedelta(days=400)
 # Charts step through a window bucket by bucket; dates near datetime's limits (year 1 or 9999) would overflow.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2999, 12, 31, 23, 59, 59, tzinfo=UTC)
-# Filter menus offer the streams, tags and URLs seen this recently (a value in the URL is kept regardless).
+# Filter menus offer the streams with a delivery this recent, their tags and URLs (a value in the URL is kept
+# regardless).
 MENU_WINDOW = timedelta(days=30)
 DATETIME_FORMATS = [
     "%Y-%m-%dT%H:%M:%S",

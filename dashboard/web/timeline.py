@@ -12,7 +12,8 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.deliveries.models import Delivery, rollups_for
+from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.search import key_matches
 from dashboard.web.charts import (
     EPOCH,
@@ -85,7 +86,7 @@ def build(start: datetime, end: datetime, slice_kwargs: dict[str, Any], *, event
     step = choose_step(span, hourly_only=from_rollups)
     first = floor_to(start, step)
     if from_rollups:
-        rows = rollups_for(event).slice(**slice_kwargs).between(first, end).bucketed(EPOCH, step)
+        rows = RollupWindow.between(first, end, step=step, event=event).slice(**slice_kwargs).bucketed(EPOCH, step)
     else:
         raw = Delivery.objects.slice(**slice_kwargs).between(first, end)
         if event:

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
+from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, PeriodRollup
 from dashboard.deliveries.retention import enforce_retention
 from tests.deliveries.test_ingest import make_source_row, record
 
@@ -35,10 +35,12 @@ def test_it_deletes_old_deliveries_in_batches_and_keeps_rollups(settings: object
     assert group.delivery_count == Delivery.objects.exclude(error_message="").count()
     assert group.first_seen == Delivery.objects.exclude(error_message="").order_by("date")[0].date
     assert HourlyRollup.objects.count() == rollup_rows, "rollups outlive the deliveries"
+    assert PeriodRollup.objects.count() > 0
 
     enforce_retention(now=now + timedelta(days=400))
     assert Delivery.objects.count() == 0
     assert HourlyRollup.objects.count() == 0
+    assert PeriodRollup.objects.count() == 0
     assert ErrorGroup.objects.get().delivery_count == 0
 
 

@@ -14,7 +14,7 @@ from dashboard.deliveries.models import Delivery, ErrorGroup
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
 from dashboard.sources.models import Source
 from dashboard.upstream.chains import CHAINS
-from tests.web.conftest import STREAM_B, TX, URL_B, record, store
+from tests.web.conftest import STREAM_A, STREAM_B, TX, URL_B, record, store
 
 pytestmark = pytest.mark.django_db
 
@@ -29,10 +29,11 @@ def test_it_lists_newest_first_with_a_pinned_query_count(
     now = timezone.now()
     stored = store(plain_source, *(record(date=now - timedelta(minutes=i)) for i in range(5)))
     # session, user, the viewer role (user and group permissions), sync banner, the bounded count of the
-    # matching rows (COUNT over LIMIT 10 001), filter menus, the page of rows
+    # matching rows (the planner's estimate, then COUNT over LIMIT 10 001), filter menus (the stream rows),
+    # the page of rows
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(10):
         response = logged_in_client.get("/deliveries/")
     assert response.status_code == 200
     assert _ids(response) == [str(d.pk) for d in stored]
@@ -122,7 +123,8 @@ def test_the_sql_of_a_later_page_uses_no_offset(plain_source: Source, logged_in_
     # as the first page, with the bounded count of the matching rows
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
-    with django_assert_max_num_queries(9) as captured:
+    # (+ the planner's estimate before the count, as above)
+    with django_assert_max_num_queries(10) as captured:
         logged_in_client.get(f"/deliveries/?after={first.context['older_cursor']}")
     assert not any("OFFSET" in q["sql"] for q in captured.captured_queries)
 
@@ -239,3 +241,18 @@ def test_the_chain_filter_is_a_menu_of_the_chain_table(plain_source: Source, log
     # A chain id outside the table, from a link, stays selected.
     body = logged_in_client.get("/deliveries/", {"chain": "0x2105"}).content.decode()
     assert '<option value="0x2105" selected>0x2105</option>' in body
+
+
+def test_the_filter_menus_offer_the_streams_recently_delivered_from_their_rows(
+    plain_source: Source, logged_in_client: Client
+) -> None:
+    now = timezone.now()
+    store(
+        plain_source,
+        record(date=now - timedelta(days=2), stream_id=STREAM_A, tag="alpha"),
+        record(date=now - timedelta(days=40), stream_id=STREAM_B, tag="beta", url=URL_B),
+    )
+    options = logged_in_client.get("/deliveries/").context["options"]
+    assert options["stream_ids"] == [STREAM_A]
+    assert options["tags"] == ["alpha"]
+    assert URL_B not in options["urls"] and len(options["urls"]) == 1

@@ -30,7 +30,9 @@ def test_error_groups_with_counts_sparklines_and_affected_slices(
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
     # + the event menu (the decoded event names of the event rollup, one skip scan of its index)
-    with django_assert_num_queries(10):
+    # + the 7-day window's slices and buckets read twice: the hourly rollups of its edge hours and the period
+    # rollups of its whole six-hour periods (deliveries.rollup_window)
+    with django_assert_num_queries(12):
         response = logged_in_client.get("/errors/")
     entries = response.context["entries"]
     first = entries[0]
@@ -65,7 +67,8 @@ def test_retry_statistics_per_stream_and_tag(
     # delivered (exact times to success), still-failing deliveries
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
-    with django_assert_num_queries(9):
+    # + the 7-day distribution read twice: hourly rollups of the edge hours, period rollups of the whole periods
+    with django_assert_num_queries(10):
         response = logged_in_client.get("/retries/")
     rows = {r.key: r for r in response.context["rows"]}
     a = rows["11111111-1111-4111-8111-111111111111"]

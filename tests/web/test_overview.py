@@ -29,7 +29,9 @@ def test_it_shows_counts_worst_streams_errors_and_sources(
     # whole-hour rollups), 7-day rollups, error templates, sources, chart
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
-    with django_assert_num_queries(12):
+    # + the 7-day rollups read twice: period rollups of the whole periods before the last 24 hours, hourly
+    # rollups of the rest (deliveries.rollup_window)
+    with django_assert_num_queries(13):
         response = logged_in_client.get("/")
     assert response.status_code == 200
     cards = {c["label"]: (c["total"], c["failed"]) for c in response.context["cards"]}

@@ -19,7 +19,7 @@ from django.utils import timezone
 from dashboard.accounts.access import viewer_required
 from dashboard.actions.services import can_act, delivery_replays
 from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
-from dashboard.deliveries.models import Delivery, DeliveryChange, ErrorGroup, HourlyRollup
+from dashboard.deliveries.models import Delivery, DeliveryChange, ErrorGroup, Stream
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
 from dashboard.replica import reads_replica
 from dashboard.sources.clients import page_client
@@ -78,7 +78,7 @@ def delivery_list(request: HttpRequest) -> HttpResponse:
         "newer_cursor": encode_cursor(rows[0].date, rows[0].id) if rows and has_newer else None,
         "older_cursor": encode_cursor(rows[-1].date, rows[-1].id) if rows and has_older else None,
         "first_page": after is None and before is None,
-        "options": HourlyRollup.objects.between(timezone.now() - MENU_WINDOW, None).slice_options(),
+        "options": Stream.objects.slice_options(timezone.now() - MENU_WINDOW),
         "max_retries": MAX_RETRIES,
         "can_act": can_act(request.user),
         "filters_query": request.GET.urlencode(),

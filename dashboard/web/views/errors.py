@@ -10,7 +10,8 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import ErrorGroup, EventRollup, HourlyRollup, rollups_for
+from dashboard.deliveries.models import ErrorGroup, EventRollup
+from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.replica import reads_replica
 from dashboard.web.charts import EPOCH, Sparkline, choose_step, floor_to, sparkline
 from dashboard.web.forms import MENU_WINDOW, ErrorGroupsForm
@@ -34,23 +35,18 @@ def error_groups(request: HttpRequest) -> HttpResponse:
         return bad_filters(request, form, title="Error groups", nav="errors")
     data = form.cleaned_data
     window = data["window"]
-    first_hour = HourlyRollup.hour_of(window.start)
     event = data["event"]
-    # Only the failures of deliveries holding the event: the event rollup, same dimensions and sums.
-    rollups = (
-        rollups_for(event)
-        .slice(
-            stream_id=data.get("stream") or None, tag=data.get("tag") or None, webhook_url=data.get("url") or None
-        )
-        .between(first_hour, window.end)
-        .exclude(error_group=None)
-    )
-    stats = group_rows(rollups.by_dimensions("error_group_id", "stream_id", "tag", "webhook_url"), "error_group_id")
-
     # Sparklines: about SPARK_BARS points across the window, hourly or wider.
     step = choose_step(window.end - window.start, hourly_only=True)
     while (window.end - window.start) / step > SPARK_BARS and step.days < 7:
         step *= 2
+    # With an event, only the failures of deliveries holding it: the event rollup, same dimensions and sums.
+    rollups = (
+        RollupWindow.between(window.start, window.end, step=step, event=event)
+        .slice(stream_id=data.get("stream") or None, tag=data.get("tag") or None, webhook_url=data.get("url") or None)
+        .exclude(error_group=None)
+    )
+    stats = group_rows(rollups.by_dimensions("error_group_id", "stream_id", "tag", "webhook_url"), "error_group_id")
     start = floor_to(window.start, step)
     slots = []
     cursor = start

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import ErrorGroup, HourlyRollup
+from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.windows import trailing_counts
 from dashboard.replica import reads_replica
 from dashboard.sources.models import Source
@@ -33,8 +34,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     recent = trailing_counts(now, (1, 24))
     day_ago = HourlyRollup.hour_of(now - timedelta(hours=24))
     week_ago = HourlyRollup.hour_of(now - timedelta(days=7))
-    rows = HourlyRollup.objects.between(week_ago, None).by_dimensions(
-        "stream_id", "tag", "webhook_url", "error_group_id", split_at=day_ago
+    rows = RollupWindow.between(week_ago, None, split_at=day_ago).by_dimensions(
+        "stream_id", "tag", "webhook_url", "error_group_id"
     )
     week_total = sum(r["total"] for r in rows)
     week_failed = sum(r["failed"] for r in rows)

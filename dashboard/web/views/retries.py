@@ -7,7 +7,8 @@ from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
 from dashboard.actions.services import replay_recoveries
-from dashboard.deliveries.models import Delivery, HourlyRollup
+from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
 from dashboard.replica import reads_replica
 from dashboard.web.forms import RetryStatsForm
@@ -28,10 +29,8 @@ def retry_statistics(request: HttpRequest) -> HttpResponse:
     by = data.get("by") or "stream"
     dimension = "stream_id" if by == "stream" else "tag"
     slice_kwargs = {"stream_id": data.get("stream") or None, "tag": data.get("tag") or None}
-    first_hour = HourlyRollup.hour_of(window.start)
-    distribution = (
-        HourlyRollup.objects.slice(**slice_kwargs).between(first_hour, window.end)
-        .retry_distribution(*(("stream_id", "tag") if by == "stream" else ("tag",)))
+    distribution = RollupWindow.between(window.start, window.end).slice(**slice_kwargs).retry_distribution(
+        *(("stream_id", "tag") if by == "stream" else ("tag",))
     )
     rows, overall = retry_rows(distribution, dimension)
     by_key = {row.key: row for row in rows}

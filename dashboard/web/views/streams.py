@@ -17,6 +17,7 @@ from dashboard.actions.services import can_act
 from dashboard.deliveries import url_health
 from dashboard.deliveries.links import deliveries_list_query
 from dashboard.deliveries.models import Delivery, HourlyRollup, Stream
+from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.replica import reads_replica
 from dashboard.web.stats import SliceStats, group_rows
 
@@ -37,9 +38,7 @@ def stream_list(request: HttpRequest) -> HttpResponse:
     day_ago = HourlyRollup.hour_of(now - timedelta(hours=24))
     # Streams silent for longer than raw history is kept are gone from every other page too.
     kept = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
-    rows = HourlyRollup.objects.between(kept, None).by_dimensions(
-        "stream_id", "tag", "webhook_url", "chain_id", split_at=day_ago
-    )
+    rows = RollupWindow.between(kept, None, split_at=day_ago).by_dimensions("stream_id", "tag", "webhook_url", "chain_id")
     streams = group_rows(rows, "stream_id")
     last_dates = Delivery.objects.last_delivery_dates(streams)
     health = url_health.url_health_now(now)

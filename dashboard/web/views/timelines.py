@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from dashboard import times
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import EventRollup, HourlyRollup
+from dashboard.deliveries.models import EventRollup, Stream
 from dashboard.replica import reads_replica
 from dashboard.web import timeline
 from dashboard.web.forms import MENU_WINDOW, TimelineForm
@@ -32,7 +32,7 @@ def timeline_page(request: HttpRequest) -> HttpResponse:
         "window": window,
         "timeline": result,
         "slice": slice_kwargs,
-        "options": HourlyRollup.objects.between(menu_since, None).slice_options(),
+        "options": Stream.objects.slice_options(menu_since),
         "event": event,
         "events": EventRollup.objects.event_names(menu_since),
         "clamped": form.cleaned_data["clamped"],

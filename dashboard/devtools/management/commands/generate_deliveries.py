@@ -4,6 +4,7 @@ checking query plans."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -25,6 +26,14 @@ class Command(BaseCommand):
         parser.add_argument("--seed", default="gen", help="Rows of different seeds do not collide.")
         parser.add_argument("--days", type=float, default=30, help="Spread the rows over this many days.")
         parser.add_argument("--failure-rate", type=float, default=0.05)
+        parser.add_argument(
+            "--newest", type=datetime.fromisoformat,
+            help="Date of row 0 (ISO 8601, with offset); default: now. Row n is this minus n × days/count.",
+        )
+        parser.add_argument(
+            "--from-row", type=int, default=1,
+            help="Start at row N: finishes an interrupted run given the same --count, --days, --seed and --newest.",
+        )
         parser.add_argument("--source", help="Name of an existing source; default: a source 'generated-SEED'.")
         parser.add_argument(
             "--hostile", action="store_true", help="Put markup (<script>…) in some error texts, a tag and payloads."
@@ -33,6 +42,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["count"] < 1:
             raise CommandError("--count must be at least 1")
+        if options["newest"] is not None and options["newest"].tzinfo is None:
+            raise CommandError("--newest needs a UTC offset, e.g. 2026-11-25T04:44:05+00:00")
         if not 0 <= options["failure_rate"] <= 1:
             raise CommandError("--failure-rate must be between 0 and 1")
         source = None
@@ -47,6 +58,8 @@ class Command(BaseCommand):
             days=options["days"],
             failure_rate=options["failure_rate"],
             hostile=options["hostile"],
+            newest=options["newest"],
+            from_row=options["from_row"],
         )
         self.stdout.write(
             self.style.SUCCESS(

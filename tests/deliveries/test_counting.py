@@ -1,0 +1,45 @@
+"""Counting a filter: exact up to the bound; the planner's estimate beyond it; and when the planner expects several
+times the bound, the estimate alone, without reading the bound's rows."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from dashboard.deliveries.counting import ESTIMATE_ONLY_FACTOR, bounded_count
+from dashboard.deliveries.models import Delivery
+from dashboard.devtools.generator import generate_deliveries
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def counted(queryset: object, exact_limit: int) -> tuple[object, list[str]]:
+    with CaptureQueriesContext(connection) as queries:
+        result = bounded_count(queryset, exact_limit)  # type: ignore[arg-type]
+    return result, [q["sql"] for q in queries.captured_queries]
+
+
+def test_a_filter_expected_to_match_several_times_the_bound_is_not_counted() -> None:
+    generate_deliveries(1200, days=2, analyze=True)
+    limit = 1200 // (ESTIMATE_ONLY_FACTOR * 2)
+
+    result, sql = counted(Delivery.objects.all(), limit)
+
+    assert result.estimated and result.rows >= ESTIMATE_ONLY_FACTOR * limit  # type: ignore[attr-defined]
+    assert len(sql) == 1 and sql[0].startswith("EXPLAIN"), sql
+
+
+def test_below_that_the_bound_is_counted_and_small_counts_are_exact() -> None:
+    generated = generate_deliveries(1200, days=2, analyze=True)
+    stream = generated.stream_ids[0]
+    exact = Delivery.objects.filter(stream_id=stream).count()
+
+    result, sql = counted(Delivery.objects.filter(stream_id=stream), exact + 5)
+    assert (result.rows, result.estimated) == (exact, False)  # type: ignore[attr-defined]
+    assert any("COUNT" in q.upper() and "LIMIT" in q.upper() for q in sql), sql
+
+    # Just past the bound (the planner expects less than the factor times it): counted up to it, then estimated.
+    result, sql = counted(Delivery.objects.all(), 1000)
+    assert result.estimated and result.rows >= 1001  # type: ignore[attr-defined]
+    assert any("COUNT" in q.upper() for q in sql), sql
