@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.deliveries.counting import ESTIMATE_ONLY_FACTOR, bounded_count
+from dashboard.deliveries.counting import ESTIMATE_ONLY_FACTOR, PROBE_ROWS, bounded_count
 from dashboard.deliveries.models import Delivery
 from dashboard.devtools.generator import generate_deliveries
 
@@ -27,7 +27,22 @@ def test_a_filter_expected_to_match_several_times_the_bound_is_not_counted() -> 
     result, sql = counted(Delivery.objects.all(), limit)
 
     assert result.estimated and result.rows >= ESTIMATE_ONLY_FACTOR * limit  # type: ignore[attr-defined]
-    assert len(sql) == 1 and sql[0].startswith("EXPLAIN"), sql
+    # The EXPLAIN, then a count that stops after PROBE_ROWS + 1 rows, never one up to the bound.
+    assert len(sql) == 2 and sql[0].startswith("EXPLAIN"), sql
+    assert f"LIMIT {PROBE_ROWS + 1}" in sql[1].upper(), sql
+
+
+def test_stale_statistics_do_not_turn_a_few_rows_into_an_estimate() -> None:
+    """Rows deleted since the last ANALYZE (retention, a manual clean-up): the planner still expects
+    hundreds, but the few rows left are counted exactly."""
+    generate_deliveries(1200, days=2, analyze=True)
+    keep = list(Delivery.objects.order_by("-date").values_list("pk", flat=True)[:7])
+    Delivery.objects.exclude(pk__in=keep).delete()
+    limit = 1200 // (ESTIMATE_ONLY_FACTOR * 2)
+
+    result, _ = counted(Delivery.objects.all(), limit)
+
+    assert (result.rows, result.estimated) == (7, False)  # type: ignore[attr-defined]
 
 
 def test_below_that_the_bound_is_counted_and_small_counts_are_exact() -> None:

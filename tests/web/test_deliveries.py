@@ -29,7 +29,7 @@ def test_it_lists_newest_first_with_a_pinned_query_count(
     now = timezone.now()
     stored = store(plain_source, *(record(date=now - timedelta(minutes=i)) for i in range(5)))
     # session, user, the viewer role (user and group permissions), sync banner, the bounded count of the
-    # matching rows (the planner's estimate, then COUNT over LIMIT 10 001), filter menus (the stream rows),
+    # matching rows (the planner's estimate, then COUNT over LIMIT 10 001, or over LIMIT 101 where it expects twice the bound), filter menus (the stream rows),
     # the page of rows
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
