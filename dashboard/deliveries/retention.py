@@ -39,22 +39,30 @@ def enforce_retention(
     delivery_cutoff = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
     rollup_cutoff = now - timedelta(days=settings.ROLLUP_RETENTION_DAYS)
     result = RetentionResult()
+    # Each batch starts its walk of the date index at the newest date the last one deleted: the entries of the
+    # rows already deleted stay in the index until a vacuum, and walking past them again made every batch
+    # slower than the one before (a whole day at 1 M a day: from 650 to ~50,000 index pages a batch).
+    # Rows of that same date the last batch left are still at or after it.
+    floor: datetime | None = None
     while result.batches < max_batches:
         with transaction.atomic(), connection.cursor() as cursor:
             take_write_lock(cursor)
+            since = "" if floor is None else "AND date >= %s"
             cursor.execute(
-                """
+                f"""
                 DELETE FROM deliveries_delivery
-                 WHERE id IN (SELECT id FROM deliveries_delivery WHERE date < %s ORDER BY date LIMIT %s)
-                RETURNING error_group_id
-                """,
-                [delivery_cutoff, batch_size],
+                 WHERE id IN (SELECT id FROM deliveries_delivery WHERE date < %s {since} ORDER BY date LIMIT %s)
+                RETURNING error_group_id, date
+                """,  # noqa: S608 - a fixed condition; values are parameters
+                [delivery_cutoff, *([] if floor is None else [floor]), batch_size],
             )
             rows = cursor.fetchall()
             delta: dict[int, int] = defaultdict(int)
-            for (group_id,) in rows:
+            for group_id, _ in rows:
                 if group_id is not None:
                     delta[group_id] -= 1
+            if rows:
+                floor = max(date for _, date in rows)
             apply_group_changes(cursor, delta)
             # The changes polls saw of those deliveries go with them (same date, same cutoff).
             cursor.execute(

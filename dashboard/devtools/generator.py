@@ -3,9 +3,11 @@
 Used to try the admin and the dashboard on a table of realistic size and to check query plans
 (tests run EXPLAIN on 100 k rows). The hourly rollups, stream rows and error-group counts are then rebuilt
 from the rows (`deliveries/rebuild.py`), so the rollup pages read what ingest would have written. The rows
-are spread evenly over `days` up to `newest`: `days=90` is a long history, `days=1` a heavy day. Rows look like stored ERC-20 stream deliveries: two transfers a
-delivery, addresses drawn from a pool so each appears in a few dozen rows (in mixed case in the
-payload, lower-cased in the keys), the Transfer topic and padded-address topics, a few percent of
+are spread evenly over `days` up to `newest`: `days=90` is a long history, `days=1` a heavy day;
+`ends_days_ago` moves the span into the past (a day just past HISTORY_RETENTION_DAYS gives retention a day to
+delete), with ids and hashes of its own, so a second span of the same seed lands in the same source and
+streams. Rows look like stored ERC-20 stream deliveries: two transfers a delivery, addresses drawn from a
+pool so each appears in a few dozen rows (in mixed case in the payload, lower-cased in the keys), the Transfer topic and padded-address topics, a few percent of
 failures spread over real-looking error texts, and `search_keys` exactly as the ingest derives them.
 With `hostile=True` some error messages, one stream's tag and some payload fields carry markup
 (`<script>…`), for checking that every page escapes what upstream sends.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -105,6 +107,13 @@ def delivery_id(seed: str, i: int) -> uuid.UUID:
     return uuid.UUID(_md5(f"{seed}:{i}"))
 
 
+def row_seed(seed: str, ends_days_ago: float = 0) -> str:
+    """What a span's ids and transaction hashes are made from (`delivery_id`, `tx_hash`). A span ending now keeps
+    the seed itself; a span moved into the past gets its own, so it never collides with one of the same seed.
+    Streams and the address pool come from the seed alone, so both spans share them."""
+    return seed if ends_days_ago == 0 else f"{seed}@{ends_days_ago:g}d"
+
+
 def padded_topic(addr: str) -> str:
     return "0x" + "0" * 24 + addr[2:].lower()
 
@@ -125,10 +134,10 @@ WITH streams AS (
         WITH ORDINALITY AS e(message, group_id, n)
 ), base AS MATERIALIZED (
     SELECT i,
-           md5(%(seed)s || ':' || i) AS h1,
-           md5(%(seed)s || ':r:' || i) AS h2,
-           '0x' || md5(%(seed)s || ':a:' || i) || md5(%(seed)s || ':b:' || i) AS tx1,
-           '0x' || md5(%(seed)s || ':c:' || i) || md5(%(seed)s || ':d:' || i) AS tx2
+           md5(%(row_seed)s || ':' || i) AS h1,
+           md5(%(row_seed)s || ':r:' || i) AS h2,
+           '0x' || md5(%(row_seed)s || ':a:' || i) || md5(%(row_seed)s || ':b:' || i) AS tx1,
+           '0x' || md5(%(row_seed)s || ':c:' || i) || md5(%(row_seed)s || ':d:' || i) AS tx2
       FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i
 ), rnd AS MATERIALIZED (
     SELECT b.*,
@@ -245,6 +254,7 @@ def generate_deliveries(
     seed: str = "gen",
     days: float = 30,
     newest: datetime | None = None,
+    ends_days_ago: float = 0,
     failure_rate: float = 0.05,
     hostile: bool = False,
     batch: int = 50_000,
@@ -259,7 +269,9 @@ def generate_deliveries(
     started = time.monotonic()
     if count < 1:
         raise ValueError("count must be at least 1")
-    newest = newest or timezone.now()
+    if ends_days_ago < 0:
+        raise ValueError("ends_days_ago must not be negative")
+    newest = (newest or timezone.now()) - timedelta(days=ends_days_ago)
     if source is None:
         source, _ = Source.objects.get_or_create(
             name=f"generated-{seed}",
@@ -278,6 +290,7 @@ def generate_deliveries(
     tags = [HOSTILE_TAG if hostile and n == len(STREAMS) - 1 else s[0] for n, s in enumerate(STREAMS)]
     params: dict[str, Any] = {
         "seed": seed,
+        "row_seed": row_seed(seed, ends_days_ago),
         "source_id": source.pk,
         "newest": newest,
         "step": days * 86400 / count,

@@ -50,3 +50,19 @@ def test_nothing_recent_is_touched() -> None:
     result = enforce_retention(now=timezone.now())
     assert result.deliveries_deleted == 0
     assert Delivery.objects.count() == 1
+
+
+def test_rows_sharing_a_date_across_batches_all_go() -> None:
+    """Each batch resumes at the newest date the last one deleted; rows of that date it left still go."""
+    source = make_source_row()
+    same = (timezone.now() - timedelta(days=95)).isoformat()
+    records = [record(i, date=same) for i in range(1, 8)]
+    records += [record(i, date=(timezone.now() - timedelta(days=96, minutes=i)).isoformat()) for i in range(8, 14)]
+    records.append(record(20, date=(timezone.now() - timedelta(days=1)).isoformat()))
+    store_records(source, records)
+
+    result = enforce_retention(now=timezone.now(), batch_size=4)
+
+    assert result.deliveries_deleted == 13
+    assert Delivery.objects.count() == 1
+    assert Delivery.objects.get().date > timezone.now() - timedelta(days=2)

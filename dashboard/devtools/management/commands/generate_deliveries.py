@@ -18,13 +18,18 @@ class Command(BaseCommand):
         "Insert COUNT realistic deliveries (ERC-20 transfers over 8 streams, a few percent failing) with "
         "one INSERT … SELECT generate_series, then their hourly rollups, stream rows and error-group counts; the "
         "same seed gives the same rows and reruns skip existing ids. --days 90 shapes a long history, --days 1 a "
-        "heavy day."
+        "heavy day; --ends-days-ago 90.05 --days 1 a day that retention will delete (its rows get ids of their own, "
+        "so the same seed adds it to the same source and streams)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--count", type=int, default=100_000)
         parser.add_argument("--seed", default="gen", help="Rows of different seeds do not collide.")
         parser.add_argument("--days", type=float, default=30, help="Spread the rows over this many days.")
+        parser.add_argument(
+            "--ends-days-ago", type=float, default=0, metavar="DAYS",
+            help="End the span this many days before now (default 0: now); the span gets ids of its own.",
+        )
         parser.add_argument("--failure-rate", type=float, default=0.05)
         parser.add_argument(
             "--newest", type=datetime.fromisoformat,
@@ -44,6 +49,8 @@ class Command(BaseCommand):
             raise CommandError("--count must be at least 1")
         if options["newest"] is not None and options["newest"].tzinfo is None:
             raise CommandError("--newest needs a UTC offset, e.g. 2026-11-25T04:44:05+00:00")
+        if options["ends_days_ago"] < 0:
+            raise CommandError("--ends-days-ago must not be negative")
         if not 0 <= options["failure_rate"] <= 1:
             raise CommandError("--failure-rate must be between 0 and 1")
         source = None
@@ -56,6 +63,7 @@ class Command(BaseCommand):
             source=source,
             seed=options["seed"],
             days=options["days"],
+            ends_days_ago=options["ends_days_ago"],
             failure_rate=options["failure_rate"],
             hostile=options["hostile"],
             newest=options["newest"],
