@@ -236,6 +236,9 @@ HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 90, minimum=8)
 # Hourly rollups outlive the deliveries they count, so long-range charts keep working.
 ROLLUP_RETENTION_DAYS = env_int("ROLLUP_RETENTION_DAYS", 400, minimum=HISTORY_RETENTION_DAYS)
 RETENTION_BATCH_SIZE = env_int("RETENTION_BATCH_SIZE", 5000, minimum=100, maximum=100_000)
+# How long the deliveries list and the admin may spend counting a filter's matches before they show the
+# planner's estimate instead (a rare value spread over the whole table).
+COUNT_BUDGET_MS = env_int("COUNT_BUDGET_MS", 50, minimum=1, maximum=10_000)
 # The provider retries a failed delivery for up to ~25 h (1 min … 24 h): that window is re-read in full
 # every REVISIT_INTERVAL_SECONDS so that records changed in place are updated.
 RETRY_WINDOW_HOURS = env_int("RETRY_WINDOW_HOURS", 26, minimum=1, maximum=24 * 7)

@@ -4,7 +4,9 @@ planner already expects twice the bound or more (a busy address, a common status
 estimate is all that is read: counting would fetch thousands of heap rows only to say "more than the
 bound"; a count up to a hundred rows, which a busy filter reaches in a few index entries, first makes sure
 the statistics are not stale (a table just emptied by retention still "holds" millions until the next
-ANALYZE). The admin's paginator and the deliveries list both count through here."""
+ANALYZE). A count that would take longer than COUNT_BUDGET_MS (a rare value spread over the whole table,
+read far to find the bound's rows) is cancelled and the estimate shown instead. The admin's paginator and
+the deliveries list both count through here."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+from django.conf import settings
 from django.core.exceptions import EmptyResultSet
-from django.db import connections
+from django.db import OperationalError, connections, transaction
 from django.db.models import QuerySet
 
 # Up to this many matching rows the count is exact.
@@ -33,7 +37,7 @@ class RowCount:
 
 
 def bounded_count(queryset: QuerySet[Any], exact_limit: int | None = None) -> RowCount:
-    """Two queries: an EXPLAIN (which reads no rows), then the count up to `exact_limit` (EXACT_LIMIT unless
+    """An EXPLAIN (which reads no rows), then the count up to `exact_limit` (EXACT_LIMIT unless
     given) rows; or, when the planner expects ESTIMATE_ONLY_FACTOR times that or more, the count up to
     PROBE_ROWS rows only, which is exact when the statistics were wrong and else gives way to the estimate."""
     exact_limit = EXACT_LIMIT if exact_limit is None else exact_limit
@@ -41,14 +45,41 @@ def bounded_count(queryset: QuerySet[Any], exact_limit: int | None = None) -> Ro
     estimate = planner_estimate(queryset)
     if estimate >= ESTIMATE_ONLY_FACTOR * exact_limit:
         probe = min(PROBE_ROWS, exact_limit)
-        seen = queryset[: probe + 1].count()
-        if seen <= probe:
+        seen = count_within(queryset, probe + 1)
+        if seen is not None and seen <= probe:
             return RowCount(seen, estimated=False)
         return RowCount(estimate, estimated=True)
-    bounded = queryset[: exact_limit + 1].count()
+    bounded = count_within(queryset, exact_limit + 1)
+    if bounded is None:
+        return RowCount(estimate, estimated=True)
     if bounded <= exact_limit:
         return RowCount(bounded, estimated=False)
     return RowCount(max(bounded, estimate), estimated=True)
+
+
+def count_within(queryset: QuerySet[Any], limit: int) -> int | None:
+    """COUNT over the first `limit` rows, or None when it takes longer than COUNT_BUDGET_MS (the statement is
+    cancelled by the server; the savepoint keeps any surrounding transaction usable)."""
+    connection = connections[queryset.db]
+    # Inside a caller's transaction the setting would outlive the savepoint: it is put back after the count.
+    nested = connection.in_atomic_block
+    try:
+        with transaction.atomic(using=queryset.db):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
+                    [f"{settings.COUNT_BUDGET_MS}ms"],
+                )
+                previous = cursor.fetchone()[0]
+            counted = queryset[:limit].count()
+            if nested:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+            return counted
+    except OperationalError as exc:
+        if isinstance(exc.__cause__, psycopg.errors.QueryCanceled):
+            return None
+        raise
 
 
 def planner_estimate(queryset: QuerySet[Any]) -> int:
