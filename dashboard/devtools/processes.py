@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 from django.conf import settings
 from django.core.management.base import CommandError
 
@@ -41,7 +42,9 @@ def stop(child: subprocess.Popen[bytes]) -> None:
 
 
 def start_simulator(log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
-    """A simulator on a free port with the benchmark key, and its base URL once it answers."""
+    """A simulator on a free port with the benchmark key, and its base URL once it has answered a first
+    history request (it builds its whole history then: minutes for a million records, longer than a
+    client's read timeout)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
@@ -51,7 +54,9 @@ def start_simulator(log: Path, *options: str) -> tuple[subprocess.Popen[bytes], 
     while time.monotonic() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
-                return child, f"http://127.0.0.1:{port}"
+                url = f"http://127.0.0.1:{port}"
+                httpx.get(f"{url}/history", params={"limit": 1}, headers={"X-API-Key": SIMULATOR_KEY}, timeout=3600)
+                return child, url
         if child.poll() is not None:
             break
         time.sleep(0.2)

@@ -273,10 +273,15 @@ def poll(source: Source, *, client: UpstreamClient | None = None) -> PollResult:
     """One scheduled poll: the head, then the retry window when its revisit is due."""
     own_client = client is None
     client = client or streams_client(source)
+    # One budget for the whole poll: the revisit gets what the head walk left of it, so the two together
+    # stop taking pages before the task's soft time limit.
+    deadline = time.monotonic() + settings.POLL_TIME_BUDGET_SECONDS
     try:
         result = poll_head(source, client=client)
-        if result.complete and revisit_due(source):
-            revisit = revisit_retry_window(source, client=client)
+        left = deadline - time.monotonic()
+        # With nothing left the revisit stays due, and the next poll starts it.
+        if result.complete and left > 0 and revisit_due(source):
+            revisit = revisit_retry_window(source, client=client, budget_seconds=left)
             result.pages += revisit.pages
             result.stored.add(revisit.stored)
             result.revisited = True

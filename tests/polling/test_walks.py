@@ -162,6 +162,29 @@ def test_the_revisit_runs_when_due(sim: Any, sim_source: Source, settings: Any) 
 
 
 @pytest.mark.django_db
+def test_the_revisit_gets_only_what_the_head_walk_left_of_the_poll_budget(
+    sim: Any, sim_source: Source, settings: Any
+) -> None:
+    poll(sim_source)
+    sim.world.clock.advance(3600)
+    Source.objects.filter(pk=sim_source.pk).update(last_revisit_at=None)
+    sim_source.refresh_from_db()
+    # Every answer takes longer than the whole budget: the head walk's one page uses it up.
+    settings.POLL_TIME_BUDGET_SECONDS = 0.5
+    sim.world.faults.latency_ms = 800
+
+    result = poll(sim_source)
+
+    # A fresh budget for the revisit would let it take a page past the task's limit; it waits for the next poll.
+    assert result.complete and not result.revisited
+    assert not HistoryWalk.objects.filter(source=sim_source, kind=WalkKind.REVISIT).exists()
+    sim.world.faults.latency_ms = 0
+    settings.POLL_TIME_BUDGET_SECONDS = 60
+    assert poll(sim_source).revisited
+    assert_matches_upstream(sim)
+
+
+@pytest.mark.django_db
 def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
     sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
 ) -> None:
