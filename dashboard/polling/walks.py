@@ -278,8 +278,10 @@ def poll(source: Source, *, client: UpstreamClient | None = None) -> PollResult:
     deadline = time.monotonic() + settings.POLL_TIME_BUDGET_SECONDS
     try:
         result = poll_head(source, client=client)
-        left = deadline - time.monotonic()
-        # With nothing left the revisit stays due, and the next poll starts it.
+        # At most REVISIT_SLICE_SECONDS of it: a long revisit goes on at the next poll from its checkpoint, after
+        # that poll's head walk, so new history never waits behind a whole revisit. With nothing left the
+        # revisit stays due, and the next poll starts it.
+        left = min(deadline - time.monotonic(), settings.REVISIT_SLICE_SECONDS)
         if result.complete and left > 0 and revisit_due(source):
             revisit = revisit_retry_window(source, client=client, budget_seconds=left)
             result.pages += revisit.pages
