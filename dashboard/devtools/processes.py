@@ -43,23 +43,26 @@ def stop(child: subprocess.Popen[bytes]) -> None:
 
 def start_simulator(log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
     """A simulator on a free port with the benchmark key, and its base URL once it has answered a first
-    history request (it builds its whole history then: minutes for a million records, longer than a
-    client's read timeout)."""
+    history request (it builds its history then: seconds for a million records, which a client's first
+    page would otherwise wait for)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     child = start(log, ["-m", "dashboard.simulator", "--port", str(port), "--api-key", SIMULATOR_KEY,
                         "--log-level", "WARNING", *options])
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                url = f"http://127.0.0.1:{port}"
-                httpx.get(f"{url}/history", params={"limit": 1}, headers={"X-API-Key": SIMULATOR_KEY}, timeout=3600)
-                return child, url
-        if child.poll() is not None:
-            break
-        time.sleep(0.2)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    url = f"http://127.0.0.1:{port}"
+                    httpx.get(f"{url}/history", params={"limit": 1}, headers={"X-API-Key": SIMULATOR_KEY},
+                              timeout=3600)
+                    return child, url
+            time.sleep(0.2)
+    except BaseException:  # Ctrl-C or a failed first request: the child goes too
+        stop(child)
+        raise
     stop(child)
     raise CommandError(f"the simulator did not start; see {log}")
 
