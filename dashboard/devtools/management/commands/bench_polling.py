@@ -4,7 +4,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from subprocess import Popen
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
+from django.utils import timezone
 
 from dashboard.deliveries.models import Delivery
 from dashboard.devtools.processes import load_average, simulator_source, start, start_simulator, stop
@@ -29,6 +30,7 @@ class Tracked:
     caught_up_rows: int = 0
     rows: int = 0
     steady_start_rows: int = 0
+    steady_start: datetime = datetime.max.replace(tzinfo=UTC)
     last_success: datetime | None = None
     # (start, end) of every successful poll that ended during the steady phase
     polls: list[tuple[datetime, datetime]] = field(default_factory=list)
@@ -100,7 +102,7 @@ class Command(BaseCommand):
             if steady_from is None and all(t.caught_up_at is not None for t in tracked):
                 steady_from = now
                 for t in tracked:
-                    t.steady_start_rows = t.rows
+                    t.steady_start_rows, t.steady_start = t.rows, timezone.now()
                 self._report_catch_up(tracked, started, steady_from)
                 self.stdout.write(f"steady phase: {o['steady']:g} s ...")
             if steady_from is not None and now - steady_from >= o["steady"]:
@@ -131,7 +133,9 @@ class Command(BaseCommand):
                 continue
             if s.last_success_at != t.last_success and s.last_success_at and s.last_poll_started_at:
                 t.last_success = s.last_success_at
-                t.polls.append((s.last_poll_started_at, s.last_success_at))
+                # Only polls started in the steady phase (the one that caught up may end just after it began).
+                if s.last_poll_started_at >= t.steady_start:
+                    t.polls.append((s.last_poll_started_at, s.last_success_at))
 
     def _report_catch_up(self, tracked: list[Tracked], started: float, done: float) -> None:
         self.stdout.write(f"catching up (the first head walk of each source reads its whole history); load {load_average()}")
