@@ -243,6 +243,9 @@ COUNT_BUDGET_MS = env_int("COUNT_BUDGET_MS", 50, minimum=1, maximum=10_000)
 # every REVISIT_INTERVAL_SECONDS so that records changed in place are updated.
 RETRY_WINDOW_HOURS = env_int("RETRY_WINDOW_HOURS", 26, minimum=1, maximum=24 * 7)
 REVISIT_INTERVAL_SECONDS = env_int("REVISIT_INTERVAL_SECONDS", 300, minimum=10, maximum=86400)
+# A poll spends at most this long on the revisit; an unfinished revisit continues at the next poll, after its
+# head walk, so new records wait at most about a poll interval plus this while a long window is re-read.
+REVISIT_SLICE_SECONDS = env_int("REVISIT_SLICE_SECONDS", 30, minimum=1, maximum=3600)
 # How long past a chain's usual finality a block's confirmed delivery may lag before it counts as missing.
 CONFIRMATION_GRACE_SECONDS = env_int("CONFIRMATION_GRACE_SECONDS", 600, minimum=0, maximum=86400)
 # The provider's stream list (status, message) and stats are read with the poll, at most this often.

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from eth_abi.codec import ABICodec
-from eth_abi.decoding import AddressDecoder, StringDecoder
+from eth_abi.decoding import AddressDecoder, ContextFramesBytesIO, StringDecoder
 from eth_abi.grammar import ABIType, BasicType, TupleType, normalize, parse
 from eth_abi.registry import BaseEquals, registry
 from eth_utils import event_signature_to_log_topic, function_signature_to_4byte_selector
@@ -54,12 +53,31 @@ class _LenientStringDecoder(StringDecoder):
         super().__init__(handle_string_errors="replace")
 
 
-_registry = registry.copy()
-_registry.unregister("address")
-_registry.register_decoder(BaseEquals("address"), _LowerAddressDecoder, label="address")
-_registry.unregister("string")
-_registry.register_decoder(BaseEquals("string"), _LenientStringDecoder, label="string")
-abi_decode = ABICodec(_registry).decode
+# eth-abi's registry with those two decoders replaced.
+REGISTRY = registry.copy()
+REGISTRY.unregister("address")
+REGISTRY.register_decoder(BaseEquals("address"), _LowerAddressDecoder, label="address")
+REGISTRY.unregister("string")
+REGISTRY.register_decoder(BaseEquals("string"), _LenientStringDecoder, label="string")
+
+
+@functools.lru_cache(maxsize=1024)
+def tuple_decoder(types: tuple[str, ...]) -> Callable[[bytes], tuple[Any, ...]]:
+    """What `ABICodec(REGISTRY).decode(types, data)` does (strict), built once per list of types.
+
+    A tuple of static values holds no pointers, and eth-abi's pointer check before decoding it only
+    decodes every value once more (same checks, same errors, in the same order): each value's decoder
+    runs once here instead. Values, errors and their messages are the codec's."""
+    decoder = REGISTRY.get_tuple_decoder(*types)
+    if decoder.is_dynamic:
+        return lambda data: cast(tuple[Any, ...], decoder(ContextFramesBytesIO(data)))
+    parts = decoder.decoders
+
+    def decode(data: bytes) -> tuple[Any, ...]:
+        stream = ContextFramesBytesIO(data)
+        return tuple([part(stream) for part in parts])
+
+    return decode
 
 
 class AbiEntryError(ValueError):
@@ -77,6 +95,18 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Where an item's values are, worked out once per item: the indexed parameters (one topic each, in
+    order), whether each keeps its value in its topic (else the topic holds a hash), and the types decoded
+    from the data (the non-indexed parameters; every parameter of a function's input) and from the topics."""
+
+    indexed: tuple[Param, ...]
+    value_topics: tuple[bool, ...]
+    data_types: tuple[str, ...]
+    topic_types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class AbiItem:
     kind: str  # "event" | "function"
     name: str
@@ -84,6 +114,17 @@ class AbiItem:
     signature: str  # Name(type,type,...)
     selector: bytes  # an event's topic0 (32 bytes), a function's selector (4 bytes)
     anonymous: bool = False
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        indexed = tuple(p for p in self.params if p.indexed)
+        value_topics = tuple(_value_topic(p.type) for p in indexed)
+        return Layout(
+            indexed,
+            value_topics,
+            tuple(p.type for p in self.params if not p.indexed),
+            tuple(p.type for p, keeps in zip(indexed, value_topics, strict=True) if keeps),
+        )
 
     @property
     def indexed_count(self) -> int:
@@ -317,34 +358,36 @@ def decode_log(abi: ContractAbi, log: dict[str, Any]) -> Decoded:
 
 
 def _decode_event(item: AbiItem, topics: list[bytes], data: bytes) -> Decoded:
-    indexed = [p for p in item.params if p.indexed]
-    if len(indexed) != len(topics):
+    layout = item.layout
+    if len(layout.indexed) != len(topics):
+        count = len(layout.indexed)
         return Decoded(
-            problem=f"{item.signature} has {len(indexed)} indexed argument{'s' if len(indexed) != 1 else ''}, "
+            problem=f"{item.signature} has {count} indexed argument{'s' if count != 1 else ''}, "
             f"the log {len(topics)} topic{'s' if len(topics) != 1 else ''} after topic0"
         )
-    plain = [p for p in item.params if not p.indexed]
     try:
-        if not plain and data:
+        if not layout.data_types and data:
             raise ValueError(f"{len(data)} bytes of data where the event has none")
-        plain_values = iter(abi_decode([p.type for p in plain], data) if plain else ())
+        plain_values = iter(tuple_decoder(layout.data_types)(data) if layout.data_types else ())
         # Topics of value types are one word each: decoded together in one call (one call per value costs
         # more than the decoding itself); the others hold a hash.
-        by_value = [(p, t) for p, t in zip(indexed, topics, strict=True) if _value_topic(p.type)]
-        topic_values = dict(zip(
-            (id(p) for p, _ in by_value),
-            abi_decode([p.type for p, _ in by_value], b"".join(t for _, t in by_value)) if by_value else (),
-            strict=True,
-        ))
-        hashed = {id(p): t for p, t in zip(indexed, topics, strict=True)}
+        topic_values = iter(
+            tuple_decoder(layout.topic_types)(
+                b"".join(t for t, keeps in zip(topics, layout.value_topics, strict=True) if keeps)
+            )
+            if layout.topic_types else ()
+        )
+        indexed_topics = zip(topics, layout.value_topics, strict=True)
         args: list[Value] = []
         for param in item.params:
             if not param.indexed:
                 args.append(_value(param, param.type, next(plain_values), indexed=False))
-            elif id(param) in topic_values:
-                args.append(_value(param, param.type, topic_values[id(param)], indexed=True))
+                continue
+            topic, keeps_value = next(indexed_topics)
+            if keeps_value:
+                args.append(_value(param, param.type, next(topic_values), indexed=True))
             else:
-                args.append(Value(param.name, param.type, "hash", "0x" + hashed[id(param)].hex(), indexed=True))
+                args.append(Value(param.name, param.type, "hash", "0x" + topic.hex(), indexed=True))
     except Exception as exc:  # noqa: BLE001 - eth-abi raises several kinds on untrusted data
         return Decoded(problem=f"the log does not decode as {item.signature}: {_reason(exc)}")
     return Decoded(item, tuple(args))
@@ -376,7 +419,7 @@ def decode_input(abi: ContractAbi, data_hex: Any) -> Decoded | None:
     first_problem = ""
     for item in candidates:
         try:
-            values = abi_decode([p.type for p in item.params], data[4:])
+            values = tuple_decoder(item.layout.data_types)(data[4:])
             args = tuple(_value(p, p.type, v, indexed=False) for p, v in zip(item.params, values, strict=True))
         except Exception as exc:  # noqa: BLE001 - eth-abi raises several kinds on untrusted data
             first_problem = first_problem or f"the input does not decode as {item.signature}: {_reason(exc)}"

@@ -17,11 +17,6 @@ _HEX32 = re.compile(r"^0x[0-9a-fA-F]{64}$")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 
 
-def _add(keys: set[str], kind: str, value: Any, pattern: re.Pattern[str]) -> None:
-    if isinstance(value, str) and pattern.match(value):
-        keys.add(f"{kind}:{value.lower()}")
-
-
 def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> list[str]:
     """Kind-prefixed, lower-cased keys for every hash, address and topic in the payload."""
     keys: set[str] = set()
@@ -29,6 +24,10 @@ def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> lis
         keys.add(f"block:{block_number}")
     if not isinstance(payload, dict):
         return sorted(keys)
+    # Candidate values are gathered per kind, then checked and added in one pass each.
+    hashes: list[Any] = []
+    addrs: list[Any] = []
+    topics: list[Any] = []
     abi = read_abi(payload.get("abi"))
     for log in _dicts(payload.get("logs")):
         if abi.events:
@@ -36,36 +35,38 @@ def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> lis
             if decoded.item is not None:
                 keys.add(f"event:{decoded.item.name.lower()}")
                 keys.update(f"addr:{address}" for address in addresses(decoded.args))
-        _add(keys, "tx", log.get("transactionHash"), _HEX32)
-        _add(keys, "addr", log.get("address"), _ADDRESS)
-        for n in range(4):
-            _add(keys, "topic", log.get(f"topic{n}"), _HEX32)
-        _trigger_keys(keys, log.get("triggers"))
+        hashes.append(log.get("transactionHash"))
+        addrs.append(log.get("address"))
+        topics += (log.get("topic0"), log.get("topic1"), log.get("topic2"), log.get("topic3"))
+        _trigger_values(addrs, log.get("triggers"))
     for tx in _dicts(payload.get("txs")):
         if abi.functions:
             call = decode_input(abi, tx.get("input"))
             if call is not None and call.item is not None:
                 keys.update(f"addr:{address}" for address in addresses(call.args))
-        _add(keys, "tx", tx.get("hash"), _HEX32)
-        for field in ("fromAddress", "toAddress", "receiptContractAddress"):
-            _add(keys, "addr", tx.get(field), _ADDRESS)
-        _trigger_keys(keys, tx.get("triggers"))
+        hashes.append(tx.get("hash"))
+        addrs += (tx.get("fromAddress"), tx.get("toAddress"), tx.get("receiptContractAddress"))
+        _trigger_values(addrs, tx.get("triggers"))
     for itx in _dicts(payload.get("txsInternal")):
-        _add(keys, "tx", itx.get("transactionHash"), _HEX32)
-        _add(keys, "addr", itx.get("from"), _ADDRESS)
-        _add(keys, "addr", itx.get("to"), _ADDRESS)
+        hashes.append(itx.get("transactionHash"))
+        addrs += (itx.get("from"), itx.get("to"))
     for name in ("erc20Transfers", "erc20Approvals", "nftTransfers", "nftApprovals", "nativeBalances"):
         for item in _dicts(payload.get(name)):
-            _add(keys, "tx", item.get("transactionHash"), _HEX32)
-            for field in ("contract", "from", "to", "owner", "spender", "operator", "approvedAll", "address"):
-                _add(keys, "addr", item.get(field), _ADDRESS)
-            _trigger_keys(keys, item.get("triggers"))
+            hashes.append(item.get("transactionHash"))
+            addrs.extend(item.get(field) for field in _TRANSFER_ADDRESS_FIELDS)
+            _trigger_values(addrs, item.get("triggers"))
+    keys.update(f"tx:{v.lower()}" for v in hashes if isinstance(v, str) and _HEX32.match(v))
+    keys.update(f"addr:{v.lower()}" for v in addrs if isinstance(v, str) and _ADDRESS.match(v))
+    keys.update(f"topic:{v.lower()}" for v in topics if isinstance(v, str) and _HEX32.match(v))
     return sorted(keys)
 
 
-def _trigger_keys(keys: set[str], triggers: Any) -> None:
-    for trigger in _dicts(triggers):
-        _add(keys, "addr", trigger.get("value"), _ADDRESS)
+_TRANSFER_ADDRESS_FIELDS = ("contract", "from", "to", "owner", "spender", "operator", "approvedAll", "address")
+
+
+def _trigger_values(addrs: list[Any], triggers: Any) -> None:
+    if isinstance(triggers, list):
+        addrs.extend(trigger.get("value") for trigger in triggers if isinstance(trigger, dict))
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

@@ -273,10 +273,17 @@ def poll(source: Source, *, client: UpstreamClient | None = None) -> PollResult:
     """One scheduled poll: the head, then the retry window when its revisit is due."""
     own_client = client is None
     client = client or streams_client(source)
+    # One budget for the whole poll: the revisit gets what the head walk left of it, so the two together
+    # stop taking pages before the task's soft time limit.
+    deadline = time.monotonic() + settings.POLL_TIME_BUDGET_SECONDS
     try:
         result = poll_head(source, client=client)
-        if result.complete and revisit_due(source):
-            revisit = revisit_retry_window(source, client=client)
+        # At most REVISIT_SLICE_SECONDS of it: a long revisit goes on at the next poll from its checkpoint, after
+        # that poll's head walk, so new history never waits behind a whole revisit. With nothing left the
+        # revisit stays due, and the next poll starts it.
+        left = min(deadline - time.monotonic(), settings.REVISIT_SLICE_SECONDS)
+        if result.complete and left > 0 and revisit_due(source):
+            revisit = revisit_retry_window(source, client=client, budget_seconds=left)
             result.pages += revisit.pages
             result.stored.add(revisit.stored)
             result.revisited = True

@@ -278,3 +278,59 @@ def test_a_string_that_is_not_utf8_decodes_with_replacement_characters() -> None
     data = "0x" + w(0x20) + w(3) + "ff6869".ljust(64, "0")
     decoded = decode_log(read_abi([note]), {"topic0": read_topic0(note), "data": data})
     assert decoded.problem == "" and decoded.args[0].value == "\ufffdhi"
+
+
+# Type lists of both kinds: all static (decoded value by value, without eth-abi's pointer pass) and with
+# dynamic parts (eth-abi's tuple decoder as it is).
+CODEC_CASES: list[tuple[tuple[str, ...], tuple[Any, ...]]] = [
+    (("address", "address", "uint256"), (ALICE, BOB, 10**30)),
+    (("uint8", "int16", "bool", "bytes4", "bytes32"), (255, -300, True, b"\x01\x02\x03\x04", b"\xaa" * 32)),
+    (("int256", "uint64[3]", "(address,bool)"), (-(2**200), [1, 2, 3], (CAROL, False))),
+    (("uint256", "address[]", "string", "bytes"), (7, [ALICE, BOB], "héllo", b"\x00\xff" * 20)),
+    (("(address,uint256[])", "address[2]"), ((ALICE, [1, 2]), [BOB, CAROL])),
+]
+
+
+def _outcome(decode: Any, types: tuple[str, ...], data: bytes) -> tuple[str, Any]:
+    try:
+        return "value", decode(types, data)
+    except Exception as exc:  # noqa: BLE001 - the kind and the text of the error are what is compared
+        return type(exc).__name__, str(exc)
+
+
+def test_the_decoder_built_once_per_type_list_answers_exactly_as_eth_abi() -> None:
+    import random
+
+    from eth_abi import encode
+    from eth_abi.codec import ABICodec
+
+    from dashboard.deliveries.decoding import REGISTRY, tuple_decoder
+
+    codec = ABICodec(REGISTRY)
+    rng = random.Random(5)
+    compared = 0
+    for types, values in CODEC_CASES:
+        data = encode(list(types), list(values))
+        variants = [data, data[:-1], data[:-32], data + b"\x00" * 32, b""]
+        for _ in range(60):
+            # one byte changed: padding that is not zero, a bool of 2, an offset or a length out of range
+            at = rng.randrange(len(data))
+            variants.append(data[:at] + bytes([rng.randrange(256)]) + data[at + 1:])
+        for variant in variants:
+            expected = _outcome(codec.decode, types, variant)
+            assert _outcome(lambda t, d: tuple_decoder(t)(d), types, variant) == expected, (types, variant.hex())
+            compared += 1
+    assert compared == len(CODEC_CASES) * 65
+    # the changed bytes reached both outcomes: values and each kind of refusal
+    kinds = {_outcome(codec.decode, t, encode(list(t), list(v))[:-1])[0] for t, v in CODEC_CASES}
+    assert "value" not in kinds
+
+
+def test_logs_decode_the_same_once_the_item_layout_is_cached() -> None:
+    abi = read_abi([ERC20_TRANSFER, ERC721_TRANSFER, SWAP_ABI])
+    log = {"topic0": TRANSFER, "topic1": topic(ALICE), "topic2": topic(BOB), "topic3": None, "data": "0x" + w(9)}
+    first, again = decode_log(abi, log), decode_log(abi, log)
+    assert first == again and args_of(first) == {"from": ALICE, "to": BOB, "value": 9}
+    # a bad padding in an indexed address topic is refused, as eth-abi refuses it
+    bad = decode_log(abi, {**log, "topic1": "0x" + "ff" * 12 + w(ALICE)[24:]})
+    assert bad.item is None and "Padding bytes were not empty" in bad.problem

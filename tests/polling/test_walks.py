@@ -162,6 +162,66 @@ def test_the_revisit_runs_when_due(sim: Any, sim_source: Source, settings: Any) 
 
 
 @pytest.mark.django_db
+def test_the_revisit_gets_only_what_the_head_walk_left_of_the_poll_budget(
+    sim: Any, sim_source: Source, settings: Any
+) -> None:
+    poll(sim_source)
+    sim.world.clock.advance(3600)
+    Source.objects.filter(pk=sim_source.pk).update(last_revisit_at=None)
+    sim_source.refresh_from_db()
+    # Every answer takes longer than the whole budget: the head walk's one page uses it up.
+    settings.POLL_TIME_BUDGET_SECONDS = 0.5
+    sim.world.faults.latency_ms = 800
+
+    result = poll(sim_source)
+
+    # A fresh budget for the revisit would let it take a page past the task's limit; it waits for the next poll.
+    assert result.complete and not result.revisited
+    assert not HistoryWalk.objects.filter(source=sim_source, kind=WalkKind.REVISIT).exists()
+    sim.world.faults.latency_ms = 0
+    settings.POLL_TIME_BUDGET_SECONDS = 60
+    assert poll(sim_source).revisited
+    assert_matches_upstream(sim)
+
+
+@pytest.mark.django_db
+def test_a_long_revisit_goes_on_over_several_polls_after_each_head_walk(
+    sim: Any, sim_source: Source, settings: Any
+) -> None:
+    poll(sim_source)
+    sim.world.clock.advance(3600)
+    Source.objects.filter(pk=sim_source.pk).update(last_revisit_at=None)
+    sim_source.refresh_from_db()
+    settings.REVISIT_SLICE_SECONDS = 0.2
+    sim.world.faults.latency_ms = 300
+
+    first = poll(sim_source)
+
+    # One page of the revisit fits the slice; the walk keeps its place.
+    revisit = HistoryWalk.objects.get(source=sim_source, kind=WalkKind.REVISIT)
+    assert first.revisited and not first.complete
+    assert revisit.pages == 1 and not revisit.finished
+    sim.world.clock.advance(600)
+    new = set(truth(sim)) - set(Delivery.objects.values_list("id", flat=True))
+    assert new
+
+    second = poll(sim_source)
+
+    # The next poll read the new records at the head first, then took the revisit's next page.
+    assert new <= set(Delivery.objects.values_list("id", flat=True))
+    assert second.revisited
+    revisit.refresh_from_db()
+    assert revisit.pages == 2
+    sim.world.faults.latency_ms = 0
+    settings.REVISIT_SLICE_SECONDS = 60
+    assert poll(sim_source).complete
+    revisit.refresh_from_db()
+    assert revisit.finished
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+
+
+@pytest.mark.django_db
 def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
     sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
 ) -> None:

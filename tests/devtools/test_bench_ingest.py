@@ -1,0 +1,27 @@
+"""The ingest benchmark runs the write path and plain COPY in scratch schemas and leaves the real tables alone."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from dashboard.deliveries.models import Delivery, DeliveryChange
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_prints_both_ratios_and_the_profile_and_drops_its_schemas(capsys: pytest.CaptureFixture[str]) -> None:
+    call_command("bench_ingest", "--rows", "300", "--batch", "100", "--rounds", "1", "--profile", "5")
+
+    out = capsys.readouterr().out
+    for line in ("plain COPY binary", "upsert, new rows", "upsert, 10 % of rows changed", "parsing in Python",
+                 "write path / COPY, new rows, write only:", "write path / COPY, new rows, parsing included:",
+                 "cProfile of parsing and writing 300 new rows", "Ordered by: internal time",
+                 "Ordered by: cumulative time", "dashboard/deliveries/records.py"):
+        assert line in out, line
+    # The failing rows' attempt history went to the scratch schema too, and nothing reached the real tables.
+    assert not Delivery.objects.exists() and not DeliveryChange.objects.exists()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_%%'")
+        assert cursor.fetchone()[0] == 0
