@@ -43,6 +43,7 @@ class EstimatedCountPaginator(Paginator):
     def count(self) -> int:
         counted = bounded_count(self.object_list, self.exact_limit)  # type: ignore[arg-type]
         self.estimated = counted.estimated
+        self.more_than = counted.more_than
         return counted.rows
 
     @cached_property
@@ -54,6 +55,7 @@ class EstimatedCountPaginator(Paginator):
         return self.count > self.max_pages * self.per_page
 
     estimated = False
+    more_than: int | None = None
 
 
 # --- Delivery list filters whose choices come from small tables ------------------------------------------

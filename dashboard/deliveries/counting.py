@@ -34,6 +34,11 @@ class RowCount:
     # True when `rows` is the planner's estimate (more than the exact limit match, or the planner expects
     # ESTIMATE_ONLY_FACTOR times more).
     estimated: bool
+    # Set when the count stopped at the exact limit while the planner expected fewer than
+    # ESTIMATE_ONLY_FACTOR times it: all that is known is "more than this many" (an estimate that low is
+    # often stale statistics, and would understate the match). `rows` is then the larger of the two, for
+    # paging.
+    more_than: int | None = None
 
 
 def bounded_count(queryset: QuerySet[Any], exact_limit: int | None = None) -> RowCount:
@@ -54,7 +59,7 @@ def bounded_count(queryset: QuerySet[Any], exact_limit: int | None = None) -> Ro
         return RowCount(estimate, estimated=True)
     if bounded <= exact_limit:
         return RowCount(bounded, estimated=False)
-    return RowCount(max(bounded, estimate), estimated=True)
+    return RowCount(max(bounded, estimate), estimated=True, more_than=exact_limit)
 
 
 def count_within(queryset: QuerySet[Any], limit: int) -> int | None:
