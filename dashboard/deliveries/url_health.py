@@ -26,7 +26,7 @@ from typing import Any
 from django.core.cache import cache
 from redis.exceptions import RedisError
 
-from dashboard.deliveries.models import HourlyRollup
+from dashboard.deliveries.models import PROVIDER_FAILING, HourlyRollup
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, RETRY_SCHEDULE_SECONDS
 from dashboard.deliveries.status import DeliveryStatus
 
@@ -57,6 +57,10 @@ class UrlHealth:
 
     @property
     def state(self) -> str:
+        if self.provider_status in PROVIDER_FAILING:
+            # The provider's word, once read, outranks the replay: a stream it has in error (or terminated)
+            # sends nothing, whatever our history of it replays to.
+            return "error"
         if self.rate < ERROR_BELOW:
             # The provider's own status outranks the replay: a stream it keeps active is not in error, so
             # its own rate is still at or above the line; the replay is then only a warning.
@@ -67,6 +71,8 @@ class UrlHealth:
 
     @property
     def state_label(self) -> str:
+        if self.provider_status in PROVIDER_FAILING:
+            return f"{self.provider_status.capitalize()} at the provider"
         return {"error": "Likely in error", "at-risk": "At risk", "ok": "Healthy"}[self.state]
 
     @property
@@ -83,7 +89,12 @@ class UrlHealth:
 
     @property
     def provider_note(self) -> str:
-        """Why the estimate is shown milder than its rate, when the provider's status says so."""
+        """Why the estimate is shown otherwise than its rate says, when the provider's status says so."""
+        if self.provider_status in PROVIDER_FAILING:
+            return (
+                f"The provider reports the stream {self.provider_status}: it sends nothing until the stream is "
+                "reactivated, whatever the replay of its rule gives"
+            )
         if self.rate < ERROR_BELOW and self.provider_status == "active":
             return (
                 f"The provider still has the stream active, so its own rate is at least {ERROR_BELOW}: our "

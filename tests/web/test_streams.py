@@ -130,3 +130,30 @@ def test_a_stream_the_provider_keeps_active_is_at_risk_not_in_error(
     Stream.objects.filter(stream_id=STREAM_B).update(provider_status="error")
     _, b = entry()
     assert b["health"].state == "error"
+
+
+def test_a_stream_the_provider_has_stopped_is_not_shown_healthy(
+    plain_source: Source, logged_in_client: Client
+) -> None:
+    """The replay of a stream whose deliveries all succeeded says 100; the provider's error or terminated
+    status outranks it on both pages."""
+    now = timezone.now()
+    store(plain_source, *(record(date=now - timedelta(minutes=m), stream_id=STREAM_B, tag="beta", url=URL_B)
+                          for m in range(5, 15)))
+
+    def entry() -> Any:
+        response = logged_in_client.get("/streams/")
+        return response, next(e for e in response.context["entries"] if e["stats"].key == STREAM_B)
+
+    _, b = entry()
+    assert (b["health"].rate, b["health"].state, b["health"].state_label) == (100, "ok", "Healthy")
+    for status in ("terminated", "error"):
+        Stream.objects.filter(stream_id=STREAM_B).update(provider_status=status)
+        response, b = entry()
+        assert (b["health"].rate, b["health"].state) == (100, "error")
+        assert b["health"].state_label == f"{status.capitalize()} at the provider"
+        assert f"The provider reports the stream {status}" in b["health"].explanation
+        assert "Healthy" not in response.content.decode()
+        page = logged_in_client.get(f"/streams/{STREAM_B}/")
+        assert page.context["health"].state == "error"
+        assert f"{status.capitalize()} at the provider" in page.content.decode()
