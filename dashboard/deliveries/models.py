@@ -444,7 +444,7 @@ class Stream(models.Model):
         if not self.provider_status or estimate_state is None:
             return ""
         if self.failing_at_provider and estimate_state != "error":
-            return f"The provider has this stream in {self.provider_status}; our estimate did not expect it."
+            return f"The provider reports this stream as {self.provider_status}; our estimate did not expect it."
         if self.provider_status == "active" and estimate_state == "error":
             return "Our estimate puts this stream's URL below the provider's 70 % line, but the provider has it active."
         return ""

@@ -61,6 +61,11 @@ class UrlHealth:
             # The provider's word, once read, outranks the replay: a stream it has in error (or terminated)
             # sends nothing, whatever our history of it replays to.
             return "error"
+        return self.estimate_state
+
+    @property
+    def estimate_state(self) -> str:
+        """What the replay says, where the provider's "active" only tempers it (below)."""
         if self.rate < ERROR_BELOW:
             # The provider's own status outranks the replay: a stream it keeps active is not in error, so
             # its own rate is still at or above the line; the replay is then only a warning.

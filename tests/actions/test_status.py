@@ -123,3 +123,14 @@ def test_bad_block_requests_answer_400(polled: Any, staff_client: Client) -> Non
         assert response.status_code == 400 and text in response.content.decode()
     assert staff_client.post("/actions/resend-block/", {"stream": "nope", "block": "1"}).status_code == 404
     assert not ProviderAction.objects.exists()
+
+
+def test_a_terminated_stream_offers_no_status_change_and_says_why(polled: Any, staff_client: Client) -> None:
+    sync_streams(polled)
+    row = Stream.objects.filter(source=polled).first()
+    assert row is not None
+    Stream.objects.filter(pk=row.pk).update(provider_status="terminated")
+    page = staff_client.get(f"/streams/{row.stream_id}/").content.decode()
+    assert "Reactivate…" not in page and "Pause…" not in page
+    assert "You confirm on the next page" not in page
+    assert "it cannot be reactivated, only recreated" in page

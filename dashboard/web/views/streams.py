@@ -56,7 +56,7 @@ def stream_list(request: HttpRequest) -> HttpResponse:
                 "urls": [(url, health.get(url)) for url in sorted(stats.urls)],
                 "health": worst,
                 "row": row,
-                "disagreement": row.disagrees_with(worst.state if worst else None) if row else "",
+                "disagreement": row.disagrees_with(worst.estimate_state if worst else None) if row else "",
             }
         )
     order = {"error": 0, "at-risk": 1, "ok": 2}
@@ -95,7 +95,7 @@ def stream_detail(request: HttpRequest, stream_id: str) -> HttpResponse:
         "stream": stream,
         "urls": [(url, url_health.checked(healths.get(url), stream.provider_status)) for url in urls],
         "health": worst,
-        "disagreement": stream.disagrees_with(worst.state if worst else None),
+        "disagreement": stream.disagrees_with(worst.estimate_state if worst else None),
         "stored": stored,
         "comparison": compare_counts(stream, stored),
         "actions": list(ProviderAction.objects.requested().for_stream(stream.stream_id)[:10]),
