@@ -5,8 +5,8 @@ import io
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
 from dashboard.deliveries import counting

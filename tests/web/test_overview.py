@@ -106,3 +106,9 @@ def test_the_24_hour_card_and_the_chart_agree_or_say_why(plain_source: Source, l
     assert note.startswith("The chart counts +1 deliveries (+1 failing) against the \u201cLast 24 hours\u201d card")
     assert f"starts at {first_bar:%H:%M} UTC" in note
     assert note in response.content.decode().replace("&#x27;", "'")
+
+
+def test_the_chart_note_says_seconds_under_a_minute() -> None:
+    from dashboard.web.views.overview import _minutes
+
+    assert [_minutes(timedelta(seconds=s)) for s in (0, 42, 60, 150, 7200)] == ["0 s", "42 s", "1 min", "2 min", "2.0 h"]

@@ -108,7 +108,10 @@ def _chart_note(chart: timeline.Timeline, card: dict[str, Any] | None) -> str:
 
 
 def _minutes(delta: timedelta) -> str:
-    minutes = int(delta.total_seconds() // 60)
+    seconds = int(delta.total_seconds())
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
     return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
