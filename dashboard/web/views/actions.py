@@ -20,8 +20,8 @@ from dashboard.accounts.access import viewer_required
 from dashboard.actions import services
 from dashboard.actions.models import ActionKind, ActionState, ItemState, ProviderAction
 from dashboard.deliveries.models import Delivery, Stream
+from dashboard.text import visible
 from dashboard.web.forms import DeliveryFilterForm, form_errors
-from dashboard.web.templatetags.dashboard import visible
 from dashboard.web.views.common import render_live
 
 AUDIT_PAGE = 100
