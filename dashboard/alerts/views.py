@@ -46,8 +46,9 @@ def rule_list(request: HttpRequest) -> HttpResponse:
     )
     context = {
         "nav": "alerts",
+        "now": timezone.now(),
         "rules": _rule_states(rules),
-        "open_incidents": list(Incident.objects.open().select_related("rule").order_by("-opened_at")),
+        "open_incidents": list(Incident.objects.open().select_related("rule", "assignee").order_by("-opened_at")),
         "recent_incidents": Incident.objects.filter(resolved_at__isnull=False)
         .select_related("rule")
         .order_by("-resolved_at")[:RECENT_INCIDENTS],
