@@ -180,6 +180,8 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "percent": int(100 * done / action.target_count) if action.target_count else 100,
         "can_act": services.can_act(request.user),
         "confirmable": action.can_be_confirmed(),
+        # What the provider says of the streams, before anybody confirms.
+        "streams": services.streams_acted_on(action) if action.state == ActionState.DRAFT else [],
         "origin": request.session.get(f"action-{action.pk}-origin", ""),
         "live": not action.is_finished and action.state != ActionState.DRAFT,
         "ItemState": ItemState,
