@@ -98,8 +98,9 @@ TEMPLATES = [
                 "dashboard.alerts.context_processors.open_incidents",
                 "dashboard.replica.replica_notice",
             ],
-            # The `iso` and `iso_minutes` filters in every template (pages, mails, admin) without a load.
-            "builtins": ["dashboard.times"],
+            # The `iso`, `iso_minutes` and `visible` filters in every template (pages, mails, admin) without
+            # a load.
+            "builtins": ["dashboard.times", "dashboard.text"],
         },
     },
 ]

@@ -34,12 +34,16 @@ class ActionState(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     DONE = "done", "Done"
+    # A replay some of whose deliveries the provider refused (or whose answers were lost).
+    PARTIAL = "partial", "Partly done"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
     EXPIRED = "expired", "Not confirmed"
 
 
-FINISHED = (ActionState.DONE, ActionState.FAILED, ActionState.CANCELLED, ActionState.EXPIRED)
+FINISHED = (
+    ActionState.DONE, ActionState.PARTIAL, ActionState.FAILED, ActionState.CANCELLED, ActionState.EXPIRED
+)
 
 
 class ActionQuerySet(models.QuerySet["ProviderAction"]):

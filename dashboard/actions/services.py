@@ -183,6 +183,23 @@ def prepare_resend_block(user: Any, stream: Stream, chain_id: str, block_number:
 # -- confirming and cancelling ------------------------------------------------------------------
 
 
+# How many streams of a bulk replay the confirmation page names with their provider status.
+STREAMS_SHOWN = 20
+
+
+def streams_acted_on(action: ProviderAction) -> list[Stream]:
+    """The streams whose deliveries a confirmation asks for, as the last stream sync read them at the provider:
+    the replay's deliveries' streams, or the stream of a re-sent block (a status change states its own). Streams
+    the provider has in error or terminated come first: it refuses to deliver for them."""
+    if action.kind == ActionKind.SET_STATUS:
+        return []
+    if action.kind == ActionKind.REPLAY and not action.stream_id:
+        streams = Stream.objects.filter(stream_id__in=action.items.values("stream_id"))
+    else:
+        streams = Stream.objects.filter(stream_id=action.stream_id)
+    return list(streams.failing_at_provider_first()[:STREAMS_SHOWN])
+
+
 def confirm(action: ProviderAction, *, now: datetime | None = None) -> bool:
     """Queue the action once: True for the request that confirmed it, False for a repeat (a double submit).
 
@@ -191,7 +208,7 @@ def confirm(action: ProviderAction, *, now: datetime | None = None) -> bool:
 
     now = now or timezone.now()
     if action.state == ActionState.DRAFT and not action.can_be_confirmed(now):
-        ProviderAction.objects.filter(pk=action.pk, state=ActionState.DRAFT).update(state=ActionState.EXPIRED)
+        _close_draft(action, ActionState.EXPIRED, "Not confirmed in time; nothing was sent.", now)
         raise ActionRefused(
             f"This action was prepared more than {settings.ACTION_CONFIRM_MINUTES} minutes ago and was not "
             "confirmed; prepare it again so the confirmation shows what holds now."
@@ -212,8 +229,20 @@ def cancel(action: ProviderAction, *, now: datetime | None = None) -> None:
     ProviderAction.objects.filter(pk=action.pk, state__in=[ActionState.QUEUED, ActionState.RUNNING]).update(
         cancel_requested_at=now
     )
-    ProviderAction.objects.filter(pk=action.pk, state=ActionState.DRAFT).update(state=ActionState.CANCELLED)
+    _close_draft(action, ActionState.CANCELLED, "Cancelled before it was confirmed; nothing was sent.", now)
     action.refresh_from_db()
+
+
+def _close_draft(action: ProviderAction, state: str, why: str, now: datetime) -> None:
+    """A draft that will never run: finished, and its deliveries marked as not sent rather than waiting."""
+    with transaction.atomic():
+        closed = ProviderAction.objects.filter(pk=action.pk, state=ActionState.DRAFT).update(
+            state=state, finished_at=now, answer=why
+        )
+        if closed:
+            action.items.filter(state=ItemState.PENDING).update(
+                state=ItemState.SKIPPED, answer=f"Not sent: {why[0].lower()}{why[1:]}", answered_at=now
+            )
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -263,7 +292,9 @@ def is_finished(action_id: int) -> bool:
 
 
 def _finish(action: ProviderAction, state: str, answer: str) -> None:
-    ProviderAction.objects.filter(pk=action.pk).exclude(state__in=[ActionState.DONE, ActionState.FAILED]).update(
+    ProviderAction.objects.filter(pk=action.pk).exclude(
+        state__in=[ActionState.DONE, ActionState.PARTIAL, ActionState.FAILED]
+    ).update(
         state=state, answer=answer[:4000], finished_at=timezone.now()
     )
 
@@ -332,8 +363,18 @@ def _run_replay(
             delivered=delivered,
         )
         _store_answer(action.source, answer.record)
-    _finish(action, ActionState.DONE, replay_summary(action))
+    _finish(action, replay_outcome(action), replay_summary(action))
     return RunOutcome(finished=True)
+
+
+def replay_outcome(action: ProviderAction) -> str:
+    """Done when every delivery was replayed; failed when none was; partly done otherwise (refused, lost)."""
+    replayed = action.items.filter(state=ItemState.REPLAYED).count()
+    if action.target_count and replayed == 0:
+        return ActionState.FAILED
+    if replayed < action.target_count:
+        return ActionState.PARTIAL
+    return ActionState.DONE
 
 
 def _release(item: ReplayItem) -> None:

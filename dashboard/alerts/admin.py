@@ -25,6 +25,7 @@ from dashboard.alerts.models import (
     Scope,
 )
 from dashboard.alerts.tasks import dispatch
+from dashboard.text import visible
 
 
 class AlertRuleForm(forms.ModelForm):
@@ -81,7 +82,7 @@ def _mute_action(minutes: int, label: str) -> Callable[..., None]:
 @admin.register(AlertRule)
 class AlertRuleAdmin(admin.ModelAdmin):
     form = AlertRuleForm
-    list_display = ("name", "enabled", "condition", "scope", "scope_value", "digest", "muted_until")
+    list_display = ("shown_name", "enabled", "condition", "scope", "scope_value", "digest", "muted_until")
     list_filter = ("enabled", "condition", "scope")
     search_fields = ("name",)
     filter_horizontal = ("channels",)
@@ -108,6 +109,10 @@ class AlertRuleAdmin(admin.ModelAdmin):
         "unmute",
         "send_test_mail",
     ]
+
+    @admin.display(description="name", ordering="name")
+    def shown_name(self, rule: AlertRule) -> str:
+        return visible(rule.name)
 
     @admin.action(description="Unmute")
     def unmute(self, request: HttpRequest, queryset: QuerySet[AlertRule]) -> None:
@@ -164,7 +169,7 @@ class IncidentEventInline(admin.TabularInline):
 @admin.register(Incident)
 class IncidentAdmin(admin.ModelAdmin):
     list_display = (
-        "summary", "rule", "opened_at", "acknowledged_by", "assignee", "snoozed_until", "resolved_at", "resolved_by"
+        "shown_summary", "rule", "opened_at", "acknowledged_by", "assignee", "snoozed_until", "resolved_at", "resolved_by"
     )
     list_filter = (
         "rule",
@@ -178,6 +183,10 @@ class IncidentAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in Incident._meta.fields]
     inlines = [IncidentEventInline, NotificationInline, ChannelDeliveryInline]
     actions = ["acknowledge", "resolve"]
+
+    @admin.display(description="summary", ordering="summary")
+    def shown_summary(self, incident: Incident) -> str:
+        return visible(incident.summary)
 
     @admin.action(description="Acknowledge (digests stop listing them)")
     def acknowledge(self, request: HttpRequest, queryset: QuerySet[Incident]) -> None:
@@ -198,7 +207,7 @@ class IncidentAdmin(admin.ModelAdmin):
 
 @admin.register(Notification)
 class NotificationAdmin(admin.ModelAdmin):
-    list_display = ("created_at", "kind", "status", "subject", "attempts", "sent_at", "error")
+    list_display = ("created_at", "kind", "status", "shown_subject", "attempts", "sent_at", "error")
     list_filter = ("status", "kind", "rule")
     list_select_related = ("rule",)
     search_fields = ("subject",)
@@ -208,6 +217,10 @@ class NotificationAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    @admin.display(description="subject", ordering="subject")
+    def shown_subject(self, notification: Notification) -> str:
+        return visible(notification.subject)
 
     @admin.action(description="Send failed mails again")
     def send_again(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
@@ -296,7 +309,7 @@ class ChannelForm(forms.ModelForm):
 @admin.register(Channel)
 class ChannelAdmin(admin.ModelAdmin):
     form = ChannelForm
-    list_display = ("name", "kind", "enabled", "url_hint", "last_attempt_at", "last_attempt_ok", "last_attempt_result")
+    list_display = ("shown_name", "kind", "enabled", "url_hint", "last_attempt_at", "last_attempt_ok", "last_attempt_result")
     list_filter = ("kind", "enabled")
     search_fields = ("name",)
     readonly_fields = ("url_hint", "last_attempt_at", "last_attempt_ok", "last_attempt_result", "created_at")
@@ -305,6 +318,10 @@ class ChannelAdmin(admin.ModelAdmin):
         ("Last delivery", {"fields": ("last_attempt_at", "last_attempt_ok", "last_attempt_result")}),
     )
     actions = ["send_test"]
+
+    @admin.display(description="name", ordering="name")
+    def shown_name(self, channel: Channel) -> str:
+        return visible(channel.name)
 
     @admin.action(description="Send a test message")
     def send_test(self, request: HttpRequest, queryset: QuerySet[Channel]) -> None:

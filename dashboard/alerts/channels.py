@@ -48,6 +48,7 @@ from dashboard.alerts.models import (
     NotificationKind,
     NotificationStatus,
 )
+from dashboard.text import visible
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +254,7 @@ def create_test(channel: Channel, now: datetime) -> ChannelDelivery:
     text = render_to_string("alerts/channels/test.txt", {"channel": channel, "now": now, "links": links})
     payload = {
         "event": EVENTS[NotificationKind.TEST],
-        "title": f"[TEST] Alert channel “{channel.name}”",
+        "title": f"[TEST] Alert channel “{visible(channel.name)}”",
         "text": text,
         "dedup_key": f"stream-dashboard-test-{channel.pk}-{int(now.timestamp())}",
         "incident": None,

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from dashboard.encryption import register_column
+from dashboard.text import visible
 
 
 class Scope(models.TextChoices):
@@ -108,7 +109,7 @@ class AlertRule(models.Model):
         ordering = ["name"]
 
     def __str__(self) -> str:
-        return self.name
+        return visible(self.name)
 
     def recipient_list(self) -> list[str]:
         own = [a.strip() for a in self.recipients.replace("\n", ",").split(",") if a.strip()]
@@ -219,7 +220,7 @@ class Incident(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.summary
+        return visible(self.summary)
 
     def get_absolute_url(self) -> str:
         return reverse("alerts:incident", args=[self.pk])
@@ -252,7 +253,7 @@ class IncidentEvent(models.Model):
         indexes = [models.Index(fields=["incident", "created_at"], name="incident_event_incident")]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} by {self.actor}"
+        return f"{self.get_kind_display()} by {visible(self.actor)}"
 
 
 class NotificationKind(models.TextChoices):
@@ -316,7 +317,7 @@ class Notification(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.subject
+        return visible(self.subject)
 
     @property
     def status_class(self) -> str:
@@ -365,13 +366,21 @@ class Channel(models.Model):
         ordering = ["name"]
 
     def __str__(self) -> str:
-        return self.name
-
+        return visible(self.name)
 
 
 # Channel secrets are encrypted by dashboard.alerts.channels; `rotate_secrets` re-encrypts them with the rest.
 register_column(Channel._meta.db_table, "url_encrypted")
 register_column(Channel._meta.db_table, "secret_encrypted")
+
+
+class ChannelMessageKind(models.TextChoices):
+    """What a channel message is about: the values of NotificationKind, named for a channel, not a mail."""
+
+    OPENED = NotificationKind.OPENED.value, "Incident opened"
+    RESOLVED = NotificationKind.RESOLVED.value, "Incident resolved"
+    TEST = NotificationKind.TEST.value, "Test message"
+
 
 class ChannelDelivery(models.Model):
     """One message to one channel: an incident's opening or resolution, or a test.
@@ -385,7 +394,7 @@ class ChannelDelivery(models.Model):
     incident = models.ForeignKey(
         Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="channel_deliveries"
     )
-    kind = models.CharField(max_length=16, choices=NotificationKind.choices)
+    kind = models.CharField(max_length=16, choices=ChannelMessageKind.choices)
     status = models.CharField(
         max_length=16, choices=NotificationStatus.choices, default=NotificationStatus.PENDING
     )
@@ -398,6 +407,7 @@ class ChannelDelivery(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
+        verbose_name_plural = "channel deliveries"
         ordering = ["-created_at", "-id"]
         constraints = [
             # One opening and one resolution per incident and channel, whoever writes them.
@@ -410,7 +420,7 @@ class ChannelDelivery(models.Model):
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="channel_delivery_status")]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} to {self.channel_id}"
+        return f"{self.get_kind_display()} to {self.channel}"
 
     @property
     def status_class(self) -> str:

@@ -19,6 +19,7 @@ from dashboard.alerts.forms import AssignForm, MuteForm, NoteForm, SnoozeForm
 from dashboard.alerts.impact import incident_impact
 from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationStatus
 from dashboard.alerts.timeline import timeline
+from dashboard.text import visible
 
 RECENT_NOTIFICATIONS = 30
 RECENT_INCIDENTS = 20
@@ -45,8 +46,9 @@ def rule_list(request: HttpRequest) -> HttpResponse:
     )
     context = {
         "nav": "alerts",
+        "now": timezone.now(),
         "rules": _rule_states(rules),
-        "open_incidents": list(Incident.objects.open().select_related("rule").order_by("-opened_at")),
+        "open_incidents": list(Incident.objects.open().select_related("rule", "assignee").order_by("-opened_at")),
         "recent_incidents": Incident.objects.filter(resolved_at__isnull=False)
         .select_related("rule")
         .order_by("-resolved_at")[:RECENT_INCIDENTS],
@@ -146,7 +148,7 @@ def mute_rule(request: HttpRequest, rule_id: int) -> HttpResponse:
     if not form.is_valid():
         return HttpResponseBadRequest("Choose how long to mute the rule for.")
     until = actions.mute([rule], form.cleaned_data["minutes"])
-    messages.success(request, f"“{rule.name}” is muted until {until:%Y-%m-%d %H:%M} UTC.")
+    messages.success(request, f"“{visible(rule.name)}” is muted until {until:%Y-%m-%d %H:%M} UTC.")
     return redirect("alerts:rules")
 
 
@@ -155,7 +157,7 @@ def mute_rule(request: HttpRequest, rule_id: int) -> HttpResponse:
 def unmute_rule(request: HttpRequest, rule_id: int) -> HttpResponse:
     rule = get_object_or_404(AlertRule, pk=rule_id)
     actions.unmute([rule])
-    messages.success(request, f"“{rule.name}” sends mail again.")
+    messages.success(request, f"“{visible(rule.name)}” sends mail again.")
     return redirect("alerts:rules")
 
 
@@ -210,7 +212,7 @@ def assign_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
         return HttpResponseBadRequest("Choose a staff member to assign the incident to, or nobody.")
     assignee = form.cleaned_data["assignee"]
     if actions.assign(incident, assignee, by=request.user.get_username()):
-        messages.success(request, f"Assigned to {assignee.get_username()}." if assignee else "Unassigned.")
+        messages.success(request, f"Assigned to {visible(assignee.get_username())}." if assignee else "Unassigned.")
     return _back(incident)
 
 

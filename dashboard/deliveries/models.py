@@ -15,7 +15,7 @@ from typing import Any, Self, TypeVar, cast
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import connections, models
-from django.db.models import Case, Count, F, Q, Sum, When
+from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
@@ -343,6 +343,11 @@ PROVIDER_FAILING = ("error", "terminated")
 class StreamQuerySet(models.QuerySet["Stream"]):
     def failing_at_provider(self) -> StreamQuerySet:
         return self.filter(provider_status__in=PROVIDER_FAILING)
+
+    def failing_at_provider_first(self) -> StreamQuerySet:
+        return self.alias(
+            fine_at_provider=Case(When(provider_status__in=PROVIDER_FAILING, then=Value(0)), default=Value(1))
+        ).order_by("fine_at_provider", "stream_id")
 
     def slice_options(self, since: datetime) -> dict[str, list[Any]]:
         """The filter menus: streams with a delivery since `since` (id, tag of the newest delivery), their tags

@@ -98,13 +98,57 @@ def test_a_replay_of_a_stream_in_error_is_refused_by_the_provider_and_says_so(
     down = Stream.objects.filter(source=polled, provider_status="error").values_list("stream_id", flat=True)
     delivery = Delivery.objects.filter(source=polled, stream_id__in=list(down)).first()
     assert delivery is not None
-    staff_client.post("/actions/replay/", {"delivery": str(delivery.pk)})
+    prepared = staff_client.post("/actions/replay/", {"delivery": str(delivery.pk)})
     action = ProviderAction.objects.get()
+    # The confirmation warns before anything is sent.
+    confirm_page = " ".join(staff_client.get(prepared["Location"]).content.decode().split())
+    assert "js-provider-warning" in confirm_page
+    assert "will likely refuse this, and the receiver will not get these deliveries" in confirm_page
     with django_capture_on_commit_callbacks(execute=True):
         staff_client.post(f"/actions/{action.pk}/confirm/")
     item = ReplayItem.objects.get(action=action)
     assert item.state == ItemState.REFUSED and "error state" in item.answer
     assert replays_made(sim, str(delivery.pk)) == 0
+    # Nothing replayed: not shown as done.
+    action.refresh_from_db()
+    assert action.state == ActionState.FAILED, action.answer
+    listing = staff_client.get("/actions/").content.decode()
+    assert "pill-action-failed" in listing and "pill-action-done" not in listing
+
+
+def test_a_replay_of_an_active_stream_gives_no_warning(polled: Any, staff_client: Client) -> None:
+    _, failing = active_failures(polled)
+    prepared = staff_client.post("/actions/replay/", {"delivery": str(failing[0].pk)})
+    page = staff_client.get(prepared["Location"]).content.decode()
+    assert "js-provider-warning" not in page
+    assert "pill-provider-active" in page
+
+
+def test_a_replay_partly_refused_is_not_done(polled: Any, staff_client: Client) -> None:
+    from dashboard.actions import services
+
+    _, failing = active_failures(polled)
+    staff_client.post("/actions/replay/", {"delivery": str(failing[0].pk)})
+    action = ProviderAction.objects.get()
+    ProviderAction.objects.filter(pk=action.pk).update(target_count=2)
+    ReplayItem.objects.filter(action=action).update(state=ItemState.REPLAYED)
+    action.refresh_from_db()
+    assert services.replay_outcome(action) == ActionState.PARTIAL
+
+
+def test_a_replay_cancelled_before_confirmation_shows_as_cancelled(polled: Any, staff_client: Client) -> None:
+    stream_id, failing = active_failures(polled)
+    staff_client.post("/actions/replay/", {"filters": f"stream={stream_id}&status=failing"})
+    action = ProviderAction.objects.get()
+    assert staff_client.post(f"/actions/{action.pk}/cancel/").status_code == 302
+    action.refresh_from_db()
+    assert action.state == ActionState.CANCELLED and action.finished_at is not None
+    assert set(ReplayItem.objects.filter(action=action).values_list("state", flat=True)) == {ItemState.SKIPPED}
+    page = " ".join(staff_client.get(f"/actions/{action.pk}/").content.decode().split())
+    assert "not yet" not in page and "Waiting" not in page and "pending:" not in page
+    assert f"Cancelled: 0 of {len(failing)} sent" in page
+    listing = staff_client.get("/actions/").content.decode()
+    assert "<th>Prepared</th><th>Confirmed</th>" in listing and "not confirmed" in listing
 
 
 def test_a_cancelled_replay_sends_nothing_more(polled: Any, sim: Any, staff_client: Client) -> None:

@@ -61,8 +61,13 @@ def test_messages_and_the_page_state_the_true_impact() -> None:
     assert "Failing now: 4" in text
     assert "Failed so far: 5 (4 still failing, 1 delivered on a retry)" in text
     assert "On the retry schedule: 4" in text and "Given up: 0" in text
-    assert f"First failure: {impact.first_failure:%Y-%m-%d %H:%M:%S} UTC" in text
-    assert f"Last failure: {impact.last_failure:%Y-%m-%d %H:%M:%S} UTC" in text
+    # The oldest delivery counted was first sent before the window: the wording says what each time covers.
+    assert impact.first_failure < impact.since
+    assert f"deliveries with a failed attempt since {impact.since:%Y-%m-%d %H:%M:%S} UTC" in text
+    assert "a delivery first sent earlier counts when a retry failed since then" in text
+    assert f"Oldest of them, first sent: {impact.first_failure:%Y-%m-%d %H:%M:%S} UTC" in text
+    assert f"Newest of them, first sent: {impact.last_failure:%Y-%m-%d %H:%M:%S} UTC" in text
+    assert "First failure:" not in text and "First failure<" not in opening.body_html
     assert "Failed so far" in opening.body_html
 
     # The page shows the same figures.
@@ -73,6 +78,8 @@ def test_messages_and_the_page_state_the_true_impact() -> None:
     body = " ".join(page.content.decode().split())
     assert '<th>Failing now</th><td class="num">4</td>' in body
     assert '<th>Failed so far</th><td class="num">5</td>' in body
+    assert f"deliveries with a failed attempt since {impact.since:%Y-%m-%d %H:%M:%S} UTC" in body
+    assert "<th>Oldest of them, first sent</th>" in body and "<th>First failure</th>" not in body
 
     # One of them is given up before the resolution: the resolution says so.
     from dashboard.deliveries.models import Delivery

@@ -195,3 +195,25 @@ def test_the_admin_acknowledges_and_shows_the_timeline(staff: Client) -> None:
     html = admin.get(f"/admin/alerts/incident/{incident.pk}/change/").content.decode()
     assert "looking at the load balancer" in html and "Acknowledged" in html
     assert "root" in admin.get("/admin/alerts/incident/").content.decode()
+
+
+def test_the_incident_list_shows_who_acknowledged_assigned_and_snoozed(staff: Client) -> None:
+    now = fixed_now()
+    olga, _ = login("olga", STAFF)
+    make_rule()
+    source = make_source()
+    failures(source, now, 2)
+    failures(source, now, 2, stream_id="0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", tag="refunds")
+    evaluate.evaluate_all(now)
+    first, second = Incident.objects.order_by("target_key")
+    actions.acknowledge(first, "sam")
+    actions.assign(first, olga, "sam")
+    actions.snooze(second, 240, "sam")
+
+    response = staff.get("/alerts/")
+    html = response.content.decode()
+    open_list = html[html.index("Open incidents"):html.index("Recently resolved")]
+    assert "acknowledged by sam" in open_list
+    assert "assigned to olga" in open_list
+    second.refresh_from_db()
+    assert f"snoozed until {second.snoozed_until:%Y-%m-%d %H:%M}" in open_list

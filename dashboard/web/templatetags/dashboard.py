@@ -1,4 +1,4 @@
-"""Template helpers: query strings that keep the current filters, numbers, explorer links, safe text."""
+"""Template helpers: query strings that keep the current filters, numbers, explorer links."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from django import template
 from django.http import QueryDict
 from django.utils import timezone
 
-from dashboard.text import visible as _visible
 from dashboard.web import explorers
 
 register = template.Library()
@@ -41,11 +40,6 @@ def query(**params: Any) -> str:
     """A fresh query string from the given non-empty parameters."""
     clean = {k: v for k, v in params.items() if v is not None and v != ""}
     return f"?{urlencode(clean)}" if clean else ""
-
-
-@register.filter
-def visible(value: Any) -> str:
-    return _visible(value)
 
 
 @register.filter

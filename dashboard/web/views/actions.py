@@ -20,8 +20,8 @@ from dashboard.accounts.access import viewer_required
 from dashboard.actions import services
 from dashboard.actions.models import ActionKind, ActionState, ItemState, ProviderAction
 from dashboard.deliveries.models import Delivery, Stream
+from dashboard.text import visible
 from dashboard.web.forms import DeliveryFilterForm, form_errors
-from dashboard.web.templatetags.dashboard import visible
 from dashboard.web.views.common import render_live
 
 AUDIT_PAGE = 100
@@ -180,6 +180,8 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "percent": int(100 * done / action.target_count) if action.target_count else 100,
         "can_act": services.can_act(request.user),
         "confirmable": action.can_be_confirmed(),
+        # What the provider says of the streams, before anybody confirms.
+        "streams": services.streams_acted_on(action) if action.state == ActionState.DRAFT else [],
         "origin": request.session.get(f"action-{action.pk}-origin", ""),
         "live": not action.is_finished and action.state != ActionState.DRAFT,
         "ItemState": ItemState,
