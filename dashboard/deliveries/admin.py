@@ -130,6 +130,16 @@ class DeliveryChangeList(ChangeList):
         # Payloads are most of a row's bytes; the list never shows them.
         return super().get_queryset(request, exclude_parameters).defer("payload", "tiny_payload", "search_keys")
 
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        # Django's changelist shows the whole queryset when the count says it fits on one page (or "show all"
+        # fits). An estimated count can be far below the rows that match (a cancelled count of an expensive
+        # search, stale statistics): the rows shown are then still only the page's, never all of them.
+        if self.paginator.estimated and not isinstance(self.result_list, list):
+            limit = self.list_max_show_all if self.show_all and self.can_show_all else self.list_per_page
+            if self.result_list.query.high_mark is None:
+                self.result_list = self.result_list[:limit]
+
 
 def pretty_json(value: Any) -> str:
     """Indented JSON inside <pre>, escaped: payload text from upstream is never markup here."""

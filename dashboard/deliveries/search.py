@@ -244,8 +244,8 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
 def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
     """Failing deliveries whose current error message contains the text, found through the error groups
     (see search_deliveries): the search box's, the admin's and the deliveries list's `error=` filter."""
+    from django.db import connections
     from django.db.models import Q
-    from django.db.models.expressions import RawSQL
 
     from dashboard.deliveries.grouping import error_template
     from dashboard.deliveries.models import Delivery, ErrorGroup
@@ -268,19 +268,28 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
             f"Searched error messages for \u201c{_shown(text)}\u201d: {groups} match.",
         )
     per_group = max(100, ERROR_TEXT_SCAN_ROWS // len(group_ids))
-    table = Delivery._meta.db_table
-    newest_in_groups = RawSQL(  # noqa: S611 - fixed SQL, values are parameters
-        f"""
-        SELECT recent.id
-          FROM unnest(%s::bigint[]) AS g(id)
-         CROSS JOIN LATERAL (
-            SELECT d.id FROM {table} d WHERE d.error_group_id = g.id ORDER BY d.date DESC LIMIT %s
-         ) AS recent
-        """,  # noqa: S608 - the table name comes from the model; values are parameters
-        (group_ids, per_group),
-    )
+    # Each group's newest `per_group` deliveries are those from its floor date on (the date of its
+    # per_group-th newest row, an index-only probe of the (error_group, date) index; none for a smaller
+    # group). As a condition on (error_group, date) rather than a list of ids, a page ordered by date walks
+    # that index newest first, checks the text as it goes and stops at the page's end.
+    connection = connections[deliveries.db]
+    table = connection.ops.quote_name(Delivery._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT g.id, (SELECT d.date FROM {table} d WHERE d.error_group_id = g.id
+                           ORDER BY d.date DESC OFFSET %s LIMIT 1)
+              FROM unnest(%s::bigint[]) AS g(id)
+            """,  # noqa: S608 - the table name comes from the model; values are parameters
+            [per_group - 1, group_ids],
+        )
+        floors = cursor.fetchall()
+    within = Q(error_group_id__in=[g for g, floor in floors if floor is None])
+    for group_id, floor in floors:
+        if floor is not None:
+            within |= Q(error_group_id=group_id, date__gte=floor)
     return SearchOutcome(
-        deliveries.filter(id__in=newest_in_groups, error_message__icontains=text),
+        deliveries.filter(within, error_message__icontains=text),
         f"Searched error messages for \u201c{_shown(text)}\u201d among the newest {per_group:,} deliveries "
         f"of each of {groups} whose template matches.",
     )

@@ -100,3 +100,21 @@ def test_the_paginator_estimates_beyond_its_bound(plain_source: Any) -> None:
     assert estimated.count > 5 and estimated.estimated
     assert estimated.num_pages == 2 and estimated.capped
     assert len(estimated.page(2).object_list) == 10
+
+
+def test_an_estimate_below_the_matching_rows_never_lists_them_all(
+    plain_source: Any, staff_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A count the server cancelled gives the planner's estimate, which can be a few rows for an expensive
+    search that matches thousands: the list still shows one page of them, not every match."""
+    from dashboard.deliveries import admin as delivery_admin
+    from dashboard.deliveries.counting import RowCount
+
+    store_records(plain_source, [history_record(block=n, minutes_ago=n) for n in range(80)], now=NOW)
+    monkeypatch.setattr(delivery_admin, "bounded_count", lambda queryset, limit=None: RowCount(3, estimated=True))
+    response = staff_client.get("/admin/deliveries/delivery/")
+    assert response.status_code == 200
+    assert len(response.context["cl"].result_list) == 50
+    assert "about 3 deliveries (estimated)" in response.content.decode()
+    response = staff_client.get("/admin/deliveries/delivery/", {"all": ""})
+    assert len(response.context["cl"].result_list) == 80  # "show all" shows at most list_max_show_all (200)

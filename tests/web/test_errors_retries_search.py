@@ -157,3 +157,27 @@ def test_the_list_of_an_error_group_names_it(plain_source: Source, logged_in_cli
     group = ErrorGroup.objects.get()
     body = logged_in_client.get(f"/deliveries/?group={group.pk}").content.decode()
     assert "Error group:" in body and "socket hang up" in body
+
+
+def test_error_text_with_a_variable_part_is_checked_among_each_groups_newest_rows(
+    plain_source: Source, logged_in_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One error group ("connect ECONNREFUSED <IP>"), 150 deliveries: the oldest 50 to one address, the newest
+    100 to another. With the bound at 100 rows a group, the newer address is found on every row of the list
+    and the older one not at all (it lies past the group's newest 100)."""
+    from dashboard.deliveries import search
+
+    monkeypatch.setattr(search, "ERROR_TEXT_SCAN_ROWS", 100)
+    now = timezone.now()
+    store(plain_source, *(
+        record(date=now - timedelta(minutes=i), retries=1,
+               error=f"connect ECONNREFUSED {'10.0.0.2' if i < 100 else '10.0.0.1'}:443")
+        for i in range(150)
+    ))
+    assert ErrorGroup.objects.count() == 1
+    newer = logged_in_client.get("/deliveries/", {"status": "failing", "error": "ECONNREFUSED 10.0.0.2"})
+    assert newer.status_code == 200
+    assert newer.context["matched"].rows == 100
+    assert {d.error_message for d in newer.context["deliveries"]} == {"connect ECONNREFUSED 10.0.0.2:443"}
+    older = logged_in_client.get("/deliveries/", {"status": "failing", "error": "ECONNREFUSED 10.0.0.1"})
+    assert older.context["matched"].rows == 0
