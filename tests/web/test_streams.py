@@ -154,6 +154,7 @@ def test_a_stream_the_provider_has_stopped_is_not_shown_healthy(
         assert b["health"].state_label == f"{status.capitalize()} at the provider"
         assert f"The provider reports the stream {status}" in b["health"].explanation
         assert "Healthy" not in response.content.decode()
+        assert "active at the provider" not in response.content.decode()
         page = logged_in_client.get(f"/streams/{STREAM_B}/")
         assert page.context["health"].state == "error"
         assert f"{status.capitalize()} at the provider" in page.content.decode()
