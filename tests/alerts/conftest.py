@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 
@@ -9,3 +11,18 @@ def no_default_rules(db: None) -> None:
     from dashboard.alerts.models import AlertRule
 
     AlertRule.objects.all().delete()
+
+
+@pytest.fixture
+def staff(db: None) -> Any:
+    """A logged-in client of a staff user in the Staff role."""
+    from django.test import Client
+
+    from dashboard.accounts.roles import STAFF, assign_role
+    from tests.conftest import make_user
+
+    user = make_user("sam", staff=True)
+    assign_role(user, STAFF)
+    http = Client()
+    http.force_login(user)
+    return http

@@ -6,22 +6,11 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.accounts.roles import STAFF, assign_role
 from dashboard.alerts import evaluate
 from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationKind, NotificationStatus
 from tests.alerts.factories import failures, fixed_now, make_rule, make_source
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client_() -> Client:
-    user = make_user("sam", staff=True)
-    assign_role(user, STAFF)
-    http = Client()
-    http.force_login(user)
-    return http
 
 
 def act(client: Client, model: str, action: str, pks: list[int]) -> None:
@@ -33,27 +22,27 @@ def act(client: Client, model: str, action: str, pks: list[int]) -> None:
     assert response.status_code == 200
 
 
-def test_mute_for_a_day_and_unmute(admin_client_: Client) -> None:
+def test_mute_for_a_day_and_unmute(staff: Client) -> None:
     rule = make_rule()
 
-    act(admin_client_, "alertrule", "mute_1440", [rule.pk])
+    act(staff, "alertrule", "mute_1440", [rule.pk])
     rule.refresh_from_db()
     assert rule.muted_until is not None and rule.muted_until > timezone.now()
 
-    act(admin_client_, "alertrule", "unmute", [rule.pk])
+    act(staff, "alertrule", "unmute", [rule.pk])
     rule.refresh_from_db()
     assert rule.muted_until is None
 
 
-def test_send_a_test_mail(admin_client_: Client, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_send_a_test_mail(staff: Client, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
     rule = make_rule()
     with django_capture_on_commit_callbacks() as callbacks:
-        act(admin_client_, "alertrule", "send_test_mail", [rule.pk])
+        act(staff, "alertrule", "send_test_mail", [rule.pk])
     assert Notification.objects.get(kind=NotificationKind.TEST).recipients == rule.recipient_list()
     assert len(callbacks) == 1
 
 
-def test_resolve_an_incident(admin_client_: Client, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_resolve_an_incident(staff: Client, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
     now = fixed_now()
     make_rule()
     failures(make_source(), now, 1)
@@ -61,7 +50,7 @@ def test_resolve_an_incident(admin_client_: Client, django_capture_on_commit_cal
     incident = Incident.objects.get()
 
     with django_capture_on_commit_callbacks():
-        act(admin_client_, "incident", "resolve", [incident.pk])
+        act(staff, "incident", "resolve", [incident.pk])
 
     incident.refresh_from_db()
     assert incident.resolved_by == "sam"
@@ -69,8 +58,8 @@ def test_resolve_an_incident(admin_client_: Client, django_capture_on_commit_cal
     assert resolution.status == NotificationStatus.PENDING
 
 
-def test_the_rule_form_checks_scope_and_recipients(admin_client_: Client) -> None:
-    response = admin_client_.post(
+def test_the_rule_form_checks_scope_and_recipients(staff: Client) -> None:
+    response = staff.post(
         "/admin/alerts/alertrule/add/",
         {
             "name": "Bad",
@@ -95,11 +84,11 @@ def test_the_rule_form_checks_scope_and_recipients(admin_client_: Client) -> Non
     assert not AlertRule.objects.filter(name="Bad").exists()
 
 
-def test_the_admin_pages_render(admin_client_: Client) -> None:
+def test_the_admin_pages_render(staff: Client) -> None:
     now = fixed_now()
     make_rule()
     failures(make_source(), now, 1)
     evaluate.evaluate_all(now)
     for path in ("alertrule", "incident", "notification"):
-        assert admin_client_.get(f"/admin/alerts/{path}/").status_code == 200
-    assert admin_client_.get(f"/admin/alerts/incident/{Incident.objects.get().pk}/change/").status_code == 200
+        assert staff.get(f"/admin/alerts/{path}/").status_code == 200
+    assert staff.get(f"/admin/alerts/incident/{Incident.objects.get().pk}/change/").status_code == 200

@@ -8,7 +8,6 @@ import pytest
 from django.test import Client
 
 from dashboard import encryption
-from dashboard.accounts.roles import STAFF, assign_role
 from dashboard.alerts import channels
 from dashboard.alerts.models import (
     Channel,
@@ -18,20 +17,10 @@ from dashboard.alerts.models import (
     NotificationStatus,
 )
 from tests.alerts.receiver import receiver
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "whsec-do-not-show-0123456789"
-
-
-@pytest.fixture
-def staff() -> Client:
-    user = make_user("sam", staff=True)
-    assign_role(user, STAFF)
-    http = Client()
-    http.force_login(user)
-    return http
 
 
 def add(staff: Client, **fields: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from dashboard.accounts.roles import STAFF, assign_role
 from dashboard.alerts import channels, evaluate
 from dashboard.alerts.models import (
     Channel,
@@ -17,21 +16,11 @@ from dashboard.alerts.models import (
     NotificationKind,
 )
 from tests.alerts.factories import failures, fixed_now, make_rule, make_source
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
 RLO, ZWSP = "\u202e", "\u200b"
 SHOWN_RLO, SHOWN_ZWSP = "⟨U+202E⟩", "⟨U+200B⟩"
-
-
-@pytest.fixture
-def staff() -> Client:
-    user = make_user("sam", staff=True)
-    assign_role(user, STAFF)
-    http = Client()
-    http.force_login(user)
-    return http
 
 
 def slack_channel() -> Channel:
