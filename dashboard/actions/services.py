@@ -35,6 +35,7 @@ from dashboard.deliveries.schedule import attempt_at
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.clients import page_client, streams_client
 from dashboard.sources.models import Source
+from dashboard.times import iso_minutes
 from dashboard.upstream import errors
 from dashboard.upstream.client import UpstreamClient
 from dashboard.upstream.streams import (
@@ -132,7 +133,7 @@ def _fresh_stream(stream: Stream) -> tuple[str, str, str]:
         live = fetch_stream(page_client(source, source.streams_base_url), stream.stream_id,
                             kind="aptos" if stream.provider_kind == "aptos" else "evm")
     except errors.UpstreamError as exc:
-        synced = f"{stream.provider_seen_at:%Y-%m-%d %H:%M} UTC" if stream.provider_seen_at else "never"
+        synced = iso_minutes(stream.provider_seen_at) if stream.provider_seen_at else "never"
         return (
             stream.provider_status,
             stream.provider_status_message,

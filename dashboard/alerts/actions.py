@@ -21,6 +21,7 @@ from dashboard.alerts.models import (
     NotificationStatus,
 )
 from dashboard.alerts.tasks import dispatch, dispatch_channel_deliveries, dispatch_due_channel_deliveries
+from dashboard.times import iso_minutes
 
 MUTE_CHOICES = [(60, "1 hour"), (240, "4 hours"), (1440, "24 hours"), (10080, "7 days")]
 
@@ -110,7 +111,7 @@ def snooze(incident: Incident, minutes: int, by: str, now: datetime | None = Non
     with transaction.atomic():
         if not Incident.objects.filter(pk=incident.pk, resolved_at__isnull=True).update(snoozed_until=until):
             return None
-        _event(incident, IncidentEventKind.SNOOZED, by, now, f"until {until:%Y-%m-%d %H:%M} UTC")
+        _event(incident, IncidentEventKind.SNOOZED, by, now, f"until {iso_minutes(until)}")
     return until
 
 

@@ -26,6 +26,7 @@ from dashboard.alerts.models import (
 )
 from dashboard.alerts.tasks import dispatch
 from dashboard.text import visible
+from dashboard.times import iso_minutes
 
 
 class AlertRuleForm(forms.ModelForm):
@@ -72,7 +73,7 @@ def _mute_action(minutes: int, label: str) -> Callable[..., None]:
     def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[AlertRule]) -> None:
         until = actions.mute(list(queryset), minutes)
         modeladmin.message_user(
-            request, f"Muted {queryset.count()} rule(s) until {until:%Y-%m-%d %H:%M} UTC."
+            request, f"Muted {queryset.count()} rule(s) until {iso_minutes(until)}."
         )
 
     action.__name__ = f"mute_{minutes}"

@@ -49,6 +49,7 @@ from dashboard.alerts.models import (
     NotificationStatus,
 )
 from dashboard.text import visible
+from dashboard.times import iso_minutes
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +227,7 @@ def create_for_transition(
     payload = incident_payload(incident, kind, now)
     status, error = NotificationStatus.PENDING, ""
     if kind == NotificationKind.OPENED and rule.is_muted(now):
-        status, error = NotificationStatus.SKIPPED, f"rule muted until {rule.muted_until:%Y-%m-%d %H:%M} UTC"
+        status, error = NotificationStatus.SKIPPED, f"rule muted until {iso_minutes(rule.muted_until)}"
     created = []
     for channel in channels:
         try:

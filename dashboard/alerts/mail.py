@@ -41,6 +41,7 @@ from dashboard.deliveries.links import deliveries_list_query, deliveries_list_ur
 from dashboard.deliveries.models import Delivery
 from dashboard.polling.locks import exclusive, is_held, redis_client
 from dashboard.sources.models import Source
+from dashboard.times import iso_minutes
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ def _create(
     if not recipients:
         status, error = NotificationStatus.SKIPPED, "no recipients: set ALERT_EMAILS or the rule's recipients"
     elif rule is not None and kind in CAPPED_KINDS and rule.is_muted(now):
-        status, error = NotificationStatus.SKIPPED, f"rule muted until {rule.muted_until:%Y-%m-%d %H:%M} UTC"
+        status, error = NotificationStatus.SKIPPED, f"rule muted until {iso_minutes(rule.muted_until)}"
     return Notification.objects.create(
         kind=kind,
         rule=rule,

@@ -20,6 +20,7 @@ from dashboard.alerts.impact import incident_impact
 from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationStatus
 from dashboard.alerts.timeline import timeline
 from dashboard.text import visible
+from dashboard.times import iso_minutes
 
 RECENT_NOTIFICATIONS = 30
 RECENT_INCIDENTS = 20
@@ -148,7 +149,7 @@ def mute_rule(request: HttpRequest, rule_id: int) -> HttpResponse:
     if not form.is_valid():
         return HttpResponseBadRequest("Choose how long to mute the rule for.")
     until = actions.mute([rule], form.cleaned_data["minutes"])
-    messages.success(request, f"“{visible(rule.name)}” is muted until {until:%Y-%m-%d %H:%M} UTC.")
+    messages.success(request, f"“{visible(rule.name)}” is muted until {iso_minutes(until)}.")
     return redirect("alerts:rules")
 
 
@@ -239,7 +240,7 @@ def snooze_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
     if until is None:
         messages.info(request, "The incident is resolved; there is nothing to snooze.")
     else:
-        messages.success(request, f"Snoozed until {until:%Y-%m-%d %H:%M} UTC: digests leave it out until then.")
+        messages.success(request, f"Snoozed until {iso_minutes(until)}: digests leave it out until then.")
     return _back(incident)
 
 

@@ -16,6 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from dashboard.encryption import EncryptedTextField
+from dashboard.times import iso_minutes
 from dashboard.upstream import errors
 
 # A key the upstream rejected is retried this rarely until it changes.
@@ -246,5 +247,5 @@ class Source(models.Model):
             return SyncProblem(self, f"polling of “{self.name}” is failing ({label}: {self.last_error_message[:200]})")
         reference = self.last_success_at or self.created_at
         if now - reference > stale_after():
-            return SyncProblem(self, f"no successful poll of “{self.name}” since {reference:%Y-%m-%d %H:%M} UTC")
+            return SyncProblem(self, f"no successful poll of “{self.name}” since {iso_minutes(reference)}")
         return None

@@ -12,6 +12,7 @@ from dashboard.polling.walks import mark_synced, walk_history
 from dashboard.sources.clients import streams_client
 from dashboard.sources.defaults import NoSource, sources_to_poll
 from dashboard.sources.models import Source
+from dashboard.times import iso_minutes
 from dashboard.upstream.errors import UpstreamError
 from dashboard.upstream.history import HistoryPage
 
@@ -53,7 +54,7 @@ class Command(BaseCommand):
         if checkpoint is not None and checkpoint.finished and not restart:
             self.stdout.write(
                 f"{source.name}: backfill already complete ({checkpoint.records} records, finished "
-                f"{checkpoint.finished_at:%Y-%m-%d %H:%M} UTC); --restart walks the history again"
+                f"{iso_minutes(checkpoint.finished_at)}); --restart walks the history again"
             )
             return
         resuming = checkpoint is not None and not checkpoint.finished and not restart
