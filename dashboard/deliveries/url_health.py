@@ -56,8 +56,13 @@ class UrlHealth:
     provider_status: str = ""
 
     @property
+    def stopped_at_provider(self) -> bool:
+        """The provider, once read, has the stream in error or terminated: it sends nothing."""
+        return self.provider_status in PROVIDER_FAILING
+
+    @property
     def state(self) -> str:
-        if self.provider_status in PROVIDER_FAILING:
+        if self.stopped_at_provider:
             # The provider's word, once read, outranks the replay: a stream it has in error (or terminated)
             # sends nothing, whatever our history of it replays to.
             return "error"
@@ -76,7 +81,7 @@ class UrlHealth:
 
     @property
     def state_label(self) -> str:
-        if self.provider_status in PROVIDER_FAILING:
+        if self.stopped_at_provider:
             return f"{self.provider_status.capitalize()} at the provider"
         return {"error": "Likely in error", "at-risk": "At risk", "ok": "Healthy"}[self.state]
 
@@ -95,7 +100,7 @@ class UrlHealth:
     @property
     def provider_note(self) -> str:
         """Why the estimate is shown otherwise than its rate says, when the provider's status says so."""
-        if self.provider_status in PROVIDER_FAILING:
+        if self.stopped_at_provider:
             return (
                 f"The provider reports the stream {self.provider_status}: it sends nothing until the stream is "
                 "reactivated, whatever the replay of its rule gives"
