@@ -3,6 +3,7 @@ data against what the stored rows say when recomputed from scratch."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
 from datetime import datetime
@@ -117,3 +118,35 @@ def server_conninfo() -> str:
     db = connection.settings_dict
     params = {"host": db.get("HOST"), "port": db.get("PORT"), "user": db.get("USER"), "password": db.get("PASSWORD")}
     return make_conninfo(dbname="postgres", **{k: str(v) for k, v in params.items() if v})
+
+
+_PARTITION_SCAN = re.compile(r"Seq Scan on (deliveries_delivery_\w+) \w+\s+\(cost=[^\n]*")
+# A partition holding fewer rows than this may be scanned whole: cheaper than any index, and bounded.
+SMALL_PARTITION_ROWS = 2_000
+
+
+def readable_plan(plan: str) -> str:
+    """A plan of the partitioned deliveries table read as the parent's: each partition's index named by the
+    parent index it belongs to ("delivery_search_keys", "deliveries_delivery_pkey"), and the seq scan of a
+    partition holding fewer than SMALL_PARTITION_ROWS rows (an empty one, a week only begun) marked as such, so
+    "Seq Scan on deliveries_delivery" in a plan means a partition holding many rows was scanned."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname, p.relname
+              FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+             WHERE p.relkind = 'I'
+            """
+        )
+        names = sorted(cursor.fetchall(), key=lambda pair: -len(pair[0]))
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent = 'deliveries_delivery'::regclass AND c.reltuples < %s",
+            [SMALL_PARTITION_ROWS],
+        )
+        small = {name for (name,) in cursor.fetchall()}
+    for child, parent in names:
+        plan = re.sub(rf"\b{re.escape(child)}\b", parent, plan)
+    return _PARTITION_SCAN.sub(
+        lambda m: f"(small partition {m.group(1)} read whole)" if m.group(1) in small else m.group(0), plan
+    )

@@ -3,8 +3,9 @@
 One batch is one transaction:
 1. records are parsed in Python (`records.py`: status, search keys, a digest of the record);
 2. their rows are sent with binary COPY into a temporary staging table;
-3. one INSERT … SELECT … ON CONFLICT (id) DO UPDATE … WHERE the digest differs writes only new and changed
-   rows and returns them with their previous state;
+3. one INSERT … SELECT … ON CONFLICT (id, date) DO UPDATE … WHERE the digest differs writes only new and
+   changed rows into their week's partition (made first if missing, `partitions.py`) and returns them with their
+   previous state;
 4. from those rows alone, error group counts are adjusted, the touched (stream, hour) rollups recomputed
    from the stored rows and the streams table updated.
 
@@ -28,6 +29,7 @@ from psycopg.types.json import Jsonb
 from dashboard.deliveries import metrics
 from dashboard.deliveries.grouping import apply_group_changes, group_ids_for
 from dashboard.deliveries.models import PERIOD_ORIGIN, ROLLUP_PERIOD, HourlyRollup, PeriodRollup
+from dashboard.deliveries.partitions import ensure_partitions
 from dashboard.deliveries.records import ParsedRecord, parse_records, raw_json
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.deliveries.write_lock import take_write_lock
@@ -111,9 +113,11 @@ def store_parsed(source_id: int, parsed: Sequence[ParsedRecord], result: StoreRe
     now = now or timezone.now()
     with transaction.atomic(), connection.cursor() as cursor:
         take_write_lock(cursor)
+        ensure_partitions(cursor, (p.date for p in parsed))
         group_ids = group_ids_for(cursor, ((p.error_message, p.date) for p in parsed))
         _copy_to_stage(cursor, source_id, parsed, group_ids, now)
         changed = _upsert_from_stage(cursor)
+        _drop_moved(cursor, changed)
         result.unchanged += len(parsed) - len(changed)
         if not changed:
             return
@@ -167,6 +171,21 @@ def _copy_to_stage(
             )
 
 
+def _drop_moved(cursor: Any, changed: list[tuple[Any, ...]]) -> None:
+    """Delete the old row of a record whose date changed upstream. The key is (id, date), so the upsert
+    inserted the record anew; `changed` already counts it as an update from its old state (group counts, both
+    hours' rollups), and only the old row is left to go."""
+    moved = [(row[0], row[7]) for row in changed if row[6] and row[7] != row[2]]
+    if moved:
+        cursor.execute(
+            """
+            DELETE FROM deliveries_delivery d USING unnest(%s::uuid[], %s::timestamptz[]) AS m(id, date)
+             WHERE d.id = m.id AND d.date = m.date
+            """,
+            [[m[0] for m in moved], [m[1] for m in moved]],
+        )
+
+
 def _upsert_from_stage(cursor: Any) -> list[tuple[Any, ...]]:
     """Insert new rows and rewrite changed ones; return those rows with their previous state."""
     columns = ", ".join(COLUMN_NAMES)
@@ -181,7 +200,7 @@ def _upsert_from_stage(cursor: Any) -> list[tuple[Any, ...]]:
         ), written AS (
             INSERT INTO deliveries_delivery AS d ({columns})
             SELECT {columns} FROM {STAGE_TABLE} ORDER BY id
-            ON CONFLICT (id) DO UPDATE SET {updates}
+            ON CONFLICT (id, date) DO UPDATE SET {updates}
              WHERE d.record_hash IS DISTINCT FROM EXCLUDED.record_hash
             RETURNING d.id, d.source_id, d.date, d.stream_id, d.status, d.error_group_id, d.retries,
                       d.error_message, d.updated_at

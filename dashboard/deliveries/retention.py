@@ -1,21 +1,27 @@
 """Retention: deliveries older than HISTORY_RETENTION_DAYS go, rollups stay until ROLLUP_RETENTION_DAYS.
 
-Deletes run in bounded batches, each its own short transaction under the ingest lock, so polling is never
-blocked for long and error group counts stay exact. Rollups of deleted hours are deliberately not
-recomputed: they keep counting what was delivered after the rows are gone.
+The deliveries table is partitioned by week (`partitions.py`): a week partition goes whole once its last day
+has expired (detached, then dropped: nothing to delete row by row, nothing to vacuum), so a delivery is kept
+up to a week past HISTORY_RETENTION_DAYS. In the default partition and in a table attached whole by the
+partitioning migration (`deliveries_delivery_legacy`), expired rows are deleted in bounded batches, each its
+own short transaction under the write lock. Error-group counts stay exact either way. Rollups of deleted
+hours are deliberately not recomputed: they keep counting what was delivered after the rows are gone.
+
+Each run also makes the partitions of the coming weeks, so ingest seldom has to.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
+from dashboard.deliveries import partitions
 from dashboard.deliveries.grouping import apply_group_changes
 from dashboard.deliveries.ingest import ROLLUP_TABLES
 from dashboard.deliveries.models import PeriodRollup
@@ -23,12 +29,20 @@ from dashboard.deliveries.write_lock import take_write_lock
 
 log = logging.getLogger(__name__)
 
+# How long detaching an expired partition (or attaching one ahead) waits for queries reading the table before
+# it gives up until the next run: pages queue behind a waiting lock, so it must not wait long.
+DETACH_LOCK_TIMEOUT_MS = 2000
+
 
 @dataclass
 class RetentionResult:
     deliveries_deleted: int = 0
     rollups_deleted: int = 0
     batches: int = 0
+    partitions_dropped: list[str] = field(default_factory=list)
+    partitions_made: list[str] = field(default_factory=list)
+    # Expired partitions left for the next run (their detach waited too long for a lock).
+    partitions_deferred: list[str] = field(default_factory=list)
 
 
 def enforce_retention(
@@ -39,43 +53,28 @@ def enforce_retention(
     delivery_cutoff = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
     rollup_cutoff = now - timedelta(days=settings.ROLLUP_RETENTION_DAYS)
     result = RetentionResult()
-    # Each batch starts its walk of the date index at the newest date the last one deleted: the entries of the
-    # rows already deleted stay in the index until a vacuum, and walking past them again made every batch
-    # slower than the one before (a whole day at 1 M a day: from 650 to ~50,000 index pages a batch).
-    # Rows of that same date the last batch left are still at or after it.
-    floor: datetime | None = None
-    while result.batches < max_batches:
+    try:
         with transaction.atomic(), connection.cursor() as cursor:
             take_write_lock(cursor)
-            since = "" if floor is None else "AND date >= %s"
-            cursor.execute(
-                f"""
-                DELETE FROM deliveries_delivery
-                 WHERE id IN (SELECT id FROM deliveries_delivery WHERE date < %s {since} ORDER BY date LIMIT %s)
-                RETURNING error_group_id, date
-                """,  # noqa: S608 - a fixed condition; values are parameters
-                [delivery_cutoff, *([] if floor is None else [floor]), batch_size],
-            )
-            rows = cursor.fetchall()
-            delta: dict[int, int] = defaultdict(int)
-            for group_id, _ in rows:
-                if group_id is not None:
-                    delta[group_id] -= 1
-            if rows:
-                floor = max(date for _, date in rows)
-            apply_group_changes(cursor, delta)
-            # The changes polls saw of those deliveries go with them (same date, same cutoff).
-            cursor.execute(
-                """
-                DELETE FROM deliveries_deliverychange
-                 WHERE id IN (SELECT id FROM deliveries_deliverychange WHERE date < %s ORDER BY date LIMIT %s)
-                """,
-                [delivery_cutoff, batch_size * 2],
-            )
-        result.batches += 1
-        result.deliveries_deleted += len(rows)
-        if len(rows) < batch_size:
-            break
+            # Attaching locks the default partition, which every query reading the table also opens.
+            cursor.execute(f"SET LOCAL lock_timeout = {DETACH_LOCK_TIMEOUT_MS:d}")
+            result.partitions_made = partitions.ensure_partitions_between(cursor, now, now + partitions.AHEAD)
+    except OperationalError as error:
+        # Ingest makes any partition a batch needs; the next run tries again.
+        log.warning("retention: partitions ahead not made this time: %s", error)
+    with connection.cursor() as cursor:
+        current = partitions.partitions(cursor)
+        leftovers = partitions.detached_leftovers(cursor)
+    for name in leftovers:
+        _drop_table(name)
+    for partition in current:
+        if partition.is_default:
+            _delete_expired_rows(partition.name, delivery_cutoff, batch_size, max_batches, result)
+        elif partition.end is not None and partition.end <= delivery_cutoff:
+            _drop_partition(partition.name, result)
+        elif not partition.is_week and (partition.start is None or partition.start < delivery_cutoff):
+            _delete_expired_rows(partition.name, delivery_cutoff, batch_size, max_batches, result)
+    _delete_expired_changes(delivery_cutoff, batch_size, max_batches, result)
     # A period rollup goes when its whole period is before the cutoff.
     cutoffs = [(table, rollup_cutoff) for table in ROLLUP_TABLES]
     cutoffs.append(("deliveries_periodrollup", PeriodRollup.period_of(rollup_cutoff)))
@@ -93,7 +92,98 @@ def enforce_retention(
                 break
     if result.deliveries_deleted or result.rollups_deleted:
         log.info(
-            "retention: %d deliveries before %s and %d rollup rows before %s deleted",
-            result.deliveries_deleted, delivery_cutoff.date(), result.rollups_deleted, rollup_cutoff.date(),
+            "retention: %d deliveries before %s (partitions dropped: %s) and %d rollup rows before %s deleted",
+            result.deliveries_deleted, delivery_cutoff.date(), ", ".join(result.partitions_dropped) or "none",
+            result.rollups_deleted, rollup_cutoff.date(),
         )
     return result
+
+
+def _drop_partition(name: str, result: RetentionResult) -> None:
+    """Detach an expired partition, taking its rows out of the error-group counts in the same transaction,
+    then drop it. A detach that waits over DETACH_LOCK_TIMEOUT_MS is left for the next run."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            take_write_lock(cursor)
+            cursor.execute(f"SELECT count(*) FROM {name}")  # noqa: S608 - a partition's name from the catalog
+            (rows,) = cursor.fetchone()
+            cursor.execute(
+                f"SELECT error_group_id, count(*) FROM {name} WHERE error_group_id IS NOT NULL GROUP BY 1"  # noqa: S608
+            )
+            delta = {group_id: -n for group_id, n in cursor.fetchall()}
+            cursor.execute(f"SET LOCAL lock_timeout = {DETACH_LOCK_TIMEOUT_MS:d}")
+            cursor.execute(f"ALTER TABLE {partitions.PARENT} DETACH PARTITION {name}")
+            apply_group_changes(cursor, delta)
+    except OperationalError as error:
+        log.warning("retention: partition %s not detached this time: %s", name, error)
+        result.partitions_deferred.append(name)
+        return
+    # Detached: no query of the deliveries reads it any more, so dropping it waits for nobody.
+    _drop_table(name)
+    result.partitions_dropped.append(name)
+    result.deliveries_deleted += rows
+
+
+def _drop_table(name: str) -> None:
+    with connection.cursor() as cursor:
+        # Inside a caller's transaction that wrote deliveries, their deferred foreign-key checks must run
+        # before a table they touched can go; on its own (autocommit) this changes nothing.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _delete_expired_rows(
+    table: str, cutoff: datetime, batch_size: int, max_batches: int, result: RetentionResult
+) -> None:
+    """Delete the rows of one partition dated before `cutoff`, in batches."""
+    # Each batch starts its walk of the date index at the newest date the last one deleted: the entries of the
+    # rows already deleted stay in the index until a vacuum, and walking past them again made every batch
+    # slower than the one before (a whole day at 1 M a day: from 650 to ~50,000 index pages a batch).
+    # Rows of that same date the last batch left are still at or after it.
+    floor: datetime | None = None
+    while result.batches < max_batches:
+        with transaction.atomic(), connection.cursor() as cursor:
+            take_write_lock(cursor)
+            since = "" if floor is None else "AND date >= %s"
+            cursor.execute(
+                f"""
+                DELETE FROM {table}
+                 WHERE (id, date) IN (SELECT id, date FROM {table} WHERE date < %s {since} ORDER BY date LIMIT %s)
+                RETURNING error_group_id, date
+                """,  # noqa: S608 - a partition's name from the catalog; values are parameters
+                [cutoff, *([] if floor is None else [floor]), batch_size],
+            )
+            rows = cursor.fetchall()
+            delta: dict[int, int] = defaultdict(int)
+            for group_id, _ in rows:
+                if group_id is not None:
+                    delta[group_id] -= 1
+            if rows:
+                floor = max(date for _, date in rows)
+            apply_group_changes(cursor, delta)
+        result.batches += 1
+        result.deliveries_deleted += len(rows)
+        if len(rows) < batch_size:
+            break
+
+
+def _delete_expired_changes(cutoff: datetime, batch_size: int, max_batches: int, result: RetentionResult) -> None:
+    """The changes polls saw of deliveries that are gone: dated before the cutoff and before the oldest
+    delivery still stored (a week partition keeps some deliveries past the cutoff)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT min(date) FROM {partitions.PARENT}")  # noqa: S608 - a constant
+        (oldest,) = cursor.fetchone()
+    before = cutoff if oldest is None else min(cutoff, oldest)
+    while result.batches < max_batches:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                """
+                DELETE FROM deliveries_deliverychange
+                 WHERE id IN (SELECT id FROM deliveries_deliverychange WHERE date < %s ORDER BY date LIMIT %s)
+                """,
+                [before, batch_size],
+            )
+            deleted = cursor.rowcount
+        result.batches += 1
+        if deleted < batch_size:
+            break

@@ -199,18 +199,28 @@ KEY_CANDIDATES = 2_000
 # index: reading its posting list alone takes longer than the walk (2 M entries ~ 160 ms).
 FREQUENT_SHARE = 0.01
 
+# The table is partitioned (partitions.py): autovacuum keeps each partition's statistics, not the parent's, so a
+# key's share of the rows is its share in each partition weighted by the partition's rows.
 _RARE_KEY_IDS = """
-WITH measured AS (
-    SELECT coalesce(max(f.freq), 0) AS share
-      FROM pg_stats s
+WITH parts AS (
+    SELECT c.relname AS name, greatest(c.reltuples, 0) AS n
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = %(table)s::regclass
+), per_part AS (
+    SELECT p.n, max(f.freq) AS freq
+      FROM parts p
+      JOIN pg_stats s ON s.schemaname = current_schema() AND s.tablename = p.name AND s.attname = 'search_keys'
      CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS f(elem, freq)
-     WHERE s.schemaname = current_schema() AND s.tablename = %(table)s AND s.attname = 'search_keys'
-       AND f.elem = ANY(%(keys)s::text[])
+     WHERE f.elem = ANY(%(keys)s::text[])
+     GROUP BY p.name, p.n
+), measured AS (
+    SELECT coalesce(sum(freq * n) / nullif((SELECT sum(n) FROM parts), 0), 0) AS share FROM per_part
+), found AS (
+    SELECT id, date FROM {table}
+     WHERE (SELECT share FROM measured) < %(frequent)s AND search_keys && %(keys)s::varchar[]
+     LIMIT %(limit)s
 )
-SELECT CASE WHEN share < %(frequent)s THEN ARRAY(
-           SELECT id FROM {table} WHERE search_keys && %(keys)s::varchar[] LIMIT %(limit)s
-       ) END
-  FROM measured
+SELECT (SELECT share FROM measured) < %(frequent)s, array_agg(id), array_agg(date) FROM found
 """
 
 
@@ -222,7 +232,7 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
     table when the key is rare (2.4 s at 2 M rows for one tx hash). Instead one query first asks the
     column statistics whether a key is frequent and, when it is not, fetches the ids holding it through
     the GIN index (a bitmap scan, bounded by KEY_CANDIDATES). Up to that bound the set is complete and
-    the result is `id IN (those ids)`: every order, filter and page the caller adds stays exact and reads
+    the result is `id IN (those ids) AND date IN (their dates)`: every order, filter and page the caller adds stays exact and reads
     only those rows. A frequent key keeps the plain overlap, whose date-ordered walk finds a match every
     1/share rows.
     """
@@ -235,10 +245,13 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
             _RARE_KEY_IDS.format(table=connection.ops.quote_name(table)),
             {"table": table, "keys": list(keys), "frequent": FREQUENT_SHARE, "limit": KEY_CANDIDATES + 1},
         )
-        (ids,) = cursor.fetchone()
-    if ids is None or len(ids) > KEY_CANDIDATES:
+        rare, ids, dates = cursor.fetchone()
+    if not rare or len(ids or ()) > KEY_CANDIDATES:
         return deliveries.with_any_key(keys)
-    return deliveries.filter(pk__in=ids)
+    # The dates too: `date IN (…)` prunes the partitions holding none of them and bounds any walk of the date
+    # index to those dates' entries (else the planner may walk every partition's date index newest first,
+    # filtering by id, for a few hundred matches spread over the table).
+    return deliveries.filter(pk__in=ids or [], date__in=sorted(set(dates or [])))
 
 
 def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:

@@ -30,7 +30,9 @@ from django.utils import timezone
 
 from dashboard.deliveries.grouping import error_fingerprint, error_template
 from dashboard.deliveries.models import ErrorGroup
+from dashboard.deliveries.partitions import ensure_partitions_between
 from dashboard.deliveries.rebuild import rebuild_derived
+from dashboard.deliveries.write_lock import take_write_lock
 from dashboard.sources.models import Source
 
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
@@ -243,7 +245,9 @@ SELECT f.id, %(source_id)s, f.date, f.stream_id, f.tag, f.url, f.chain, f.confir
        ),
        md5(f.id::text), f.date, f.date
   FROM full_rows f
-ON CONFLICT (id) DO NOTHING
+ -- A rerun's rows are dated from a later "now": the key (id, date) alone would not skip them.
+ WHERE NOT %(rerun)s OR NOT EXISTS (SELECT 1 FROM deliveries_delivery d WHERE d.id = f.id)
+ON CONFLICT (id, date) DO NOTHING
 """
 
 
@@ -313,6 +317,14 @@ def generate_deliveries(
         "abi": orjson.dumps(ERC20_TRANSFER_ABI).decode(),
         "hostile_text": HOSTILE_PAYLOAD_TEXT,
     }
+    with transaction.atomic(), connection.cursor() as cursor:
+        take_write_lock(cursor)
+        ensure_partitions_between(cursor, newest - timedelta(days=days), newest)
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM deliveries_delivery WHERE id = %s)",
+            [delivery_id(params["row_seed"], max(1, from_row))],
+        )
+        (params["rerun"],) = cursor.fetchone()
     with connection.cursor() as cursor:
         for first in range(max(1, from_row), count + 1, batch):
             with transaction.atomic():

@@ -20,6 +20,7 @@ from dashboard.deliveries.search import parse_admin_search, search_deliveries
 from dashboard.devtools import generator
 from dashboard.devtools.generator import Generated, generate_deliveries
 from dashboard.sources.models import Source
+from tests.checks import readable_plan
 
 ROWS = 100_000
 SEED = "explain"
@@ -51,7 +52,7 @@ def plan_for(text: str) -> tuple[str, list[Delivery]]:
         with connection.cursor() as cursor:
             cursor.execute("EXPLAIN " + query["sql"])
             plans.append("\n".join(line for (line,) in cursor.fetchall()))
-    return "\n".join([*plans, found.explain()]), list(found)
+    return readable_plan("\n".join([*plans, found.explain()])), list(found)
 
 
 def test_the_generator_makes_realistic_rows(big_table: Generated, db: None) -> None:

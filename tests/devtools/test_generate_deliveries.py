@@ -45,9 +45,10 @@ def test_the_command_places_a_day_that_retention_deletes_whole(
 ) -> None:
     settings.HISTORY_RETENTION_DAYS = 90  # type: ignore[attr-defined]
     call_command("generate_deliveries", "--count", "600", "--days", "1", "--seed", "day")
-    call_command("generate_deliveries", "--count", "600", "--days", "1", "--seed", "day", "--ends-days-ago", "90.05")
+    # A day whose whole week partition is past the 90 days, whatever the weekday today.
+    call_command("generate_deliveries", "--count", "600", "--days", "1", "--seed", "day", "--ends-days-ago", "98.05")
     # A rerun of the same command skips the ids it already wrote.
-    call_command("generate_deliveries", "--count", "600", "--days", "1", "--seed", "day", "--ends-days-ago", "90.05")
+    call_command("generate_deliveries", "--count", "600", "--days", "1", "--seed", "day", "--ends-days-ago", "98.05")
 
     assert "Generated 600 deliveries for source 'generated-day'" in capsys.readouterr().out
     assert Delivery.objects.count() == 1200
@@ -55,7 +56,7 @@ def test_the_command_places_a_day_that_retention_deletes_whole(
 
     result = enforce_retention(batch_size=250)
 
-    assert result.deliveries_deleted == 600
+    assert result.deliveries_deleted == 600 and result.partitions_dropped
     assert Delivery.objects.count() == 600
     assert not Delivery.objects.filter(date__lt=timezone.now() - timedelta(days=1, minutes=1)).exists()
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.deliveries import counting
+from dashboard.deliveries import counting, partitions
 from dashboard.deliveries.counting import RowCount
 from dashboard.deliveries.models import Delivery, ErrorGroup
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
@@ -215,8 +215,12 @@ def test_the_list_counts_what_the_filter_matches_exactly_up_to_a_bound(
         cursor.execute("ANALYZE deliveries_delivery")
     monkeypatch.setattr(counting, "EXACT_LIMIT", 20)
     response = logged_in_client.get("/deliveries/")
-    assert response.context["matched"] == RowCount(60, estimated=True)
-    assert "about 60</span> matches" in response.content.decode()
+    matched = response.context["matched"]
+    # (The planner counts at least one row for each partition it reads, empty ones too.)
+    with connection.cursor() as cursor:
+        weeks = len(partitions.partitions(cursor))
+    assert matched.estimated and 60 <= matched.rows <= 60 + weeks, matched
+    assert f"about {matched.rows}</span> matches" in response.content.decode()
     # Just beyond it, the planner's figure is not shown as the count (stale statistics would understate it):
     # all that was counted is said.
     monkeypatch.setattr(counting, "EXACT_LIMIT", 40)

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
 from psycopg.types.json import Jsonb
 
+from dashboard.deliveries import partitions
 from dashboard.deliveries.ingest import COLUMN_NAMES, COPY_TYPES, StoreResult, store_parsed
 from dashboard.deliveries.records import parse_records, raw_json
 
@@ -140,8 +141,15 @@ def _make_schema(name: str) -> None:
         cursor.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
         cursor.execute(f"CREATE SCHEMA {name}")
         for table in TABLES:
-            # Same columns, indexes, defaults and TOAST compression as the real table; no foreign keys.
-            cursor.execute(f"CREATE TABLE {name}.{table} (LIKE public.{table} INCLUDING ALL)")
+            # Same columns, indexes, defaults and TOAST compression as the real table; no foreign keys. The
+            # deliveries partitioned by week as the real one, its partitions made before the clock starts.
+            partitioned = " PARTITION BY RANGE (date)" if table == partitions.PARENT else ""
+            cursor.execute(f"CREATE TABLE {name}.{table} (LIKE public.{table} INCLUDING ALL){partitioned}")
+        cursor.execute(f"SET search_path TO {name}, public")
+        try:
+            partitions.ensure_partitions_between(cursor, RECORDS_START, RECORDS_START + timedelta(days=30))
+        finally:
+            cursor.execute("SET search_path TO DEFAULT")
 
 
 def _plain_copy(parsed: list[Any], batch: int) -> None:
@@ -181,6 +189,8 @@ def _hex(r: random.Random, nbytes: int) -> str:
     return "0x" + r.randbytes(nbytes).hex()
 
 
+# The first record's date; each next one six seconds later.
+RECORDS_START = datetime(2026, 1, 1, tzinfo=UTC)
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
 ERC20_ABI = [
     {"anonymous": False, "name": "Transfer", "type": "event", "inputs": [
@@ -203,7 +213,7 @@ def _records(count: int, r: random.Random) -> list[dict[str, Any]]:
     """Records shaped like the upstream's, with ~5 KB EVM payloads (logs, txs, internal txs, transfers)."""
     import orjson
 
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+    start = RECORDS_START
     streams = [str(uuid.UUID(int=r.getrandbits(128))) for _ in range(6)]
     out = []
     for n in range(count):

@@ -18,7 +18,7 @@ class Command(BaseCommand):
         "Insert COUNT realistic deliveries (ERC-20 transfers over 8 streams, a few percent failing) with "
         "one INSERT … SELECT generate_series, then their hourly rollups, stream rows and error-group counts; the "
         "same seed gives the same rows and reruns skip existing ids. --days 90 shapes a long history, --days 1 a "
-        "heavy day; --ends-days-ago 90.05 --days 1 a day that retention will delete (its rows get ids of their own, "
+        "heavy day; --ends-days-ago 98.05 --days 1 a day that retention will drop with its week (its rows get ids of their own, "
         "so the same seed adds it to the same source and streams)."
     )
 

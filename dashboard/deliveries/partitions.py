@@ -1,0 +1,160 @@
+"""The deliveries table is partitioned by time: one partition a week of delivery dates, so retention drops a
+whole expired week (a catalog change, nothing to vacuum) instead of deleting millions of rows.
+
+- `deliveries_delivery` is `PARTITION BY RANGE (date)`, its primary key `(id, date)`: a delivery's date (its
+  first attempt) does not change upstream, and ingest handles the record whose date did (`ingest.py`).
+- `deliveries_delivery_pYYYYMMDD` holds the week starting that Monday (UTC). Ingest makes the partitions its
+  batch needs; the retention task makes the coming weeks' ahead of time and drops expired ones.
+- `deliveries_delivery_default` takes rows no partition covers (written outside the write path); a new
+  partition takes over the default's rows of its week when it is made.
+- `deliveries_delivery_legacy` is a table that existed before partitioning, attached whole by the migration
+  (`0011_partition_deliveries`) for every date before its first week; retention deletes its expired rows in
+  batches until the whole of it has expired, then drops it like any partition.
+
+Every function here runs inside the caller's transaction, under the write lock (`write_lock.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from dashboard.deliveries.models import PERIOD_ORIGIN
+
+PARENT = "deliveries_delivery"
+DEFAULT = "deliveries_delivery_default"
+LEGACY = "deliveries_delivery_legacy"
+PREFIX = "deliveries_delivery_p"
+WIDTH = timedelta(days=7)
+# Partitions are aligned to this Monday, midnight UTC.
+ORIGIN = PERIOD_ORIGIN
+# How far ahead of now the retention task keeps partitions made, so ingest seldom makes one itself.
+AHEAD = timedelta(days=14)
+
+_BOUND = re.compile(r"FOR VALUES FROM \((?:'([^']+)'|MINVALUE)\) TO \((?:'([^']+)'|MAXVALUE)\)")
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    # None for MINVALUE / MAXVALUE; both None for the default partition.
+    start: datetime | None
+    end: datetime | None
+    is_default: bool = False
+
+    @property
+    def is_week(self) -> bool:
+        """A partition of one aligned week, made by `make_partition`; dropped whole once expired."""
+        return self.start is not None and self.end is not None and self.end - self.start <= WIDTH
+
+    def covers(self, moment: datetime) -> bool:
+        if self.is_default:
+            return False
+        return (self.start is None or self.start <= moment) and (self.end is None or moment < self.end)
+
+
+def week_of(moment: datetime) -> datetime:
+    """The start of the partition week holding `moment`."""
+    return ORIGIN + (moment - ORIGIN) // WIDTH * WIDTH
+
+
+def partition_name(start: datetime) -> str:
+    return f"{PREFIX}{start:%Y%m%d}"
+
+
+def _parse_moment(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def partitions(cursor: Any) -> list[Partition]:
+    """The attached partitions, oldest first (the default last)."""
+    cursor.execute(
+        """
+        SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
+          FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = %s::regclass
+        """,
+        [PARENT],
+    )
+    found = []
+    for name, bound in cursor.fetchall():
+        if bound == "DEFAULT":
+            found.append(Partition(name, None, None, is_default=True))
+            continue
+        match = _BOUND.fullmatch(bound)
+        if match is None:
+            raise ValueError(f"unexpected partition bound of {name}: {bound}")
+        found.append(Partition(name, _parse_moment(match.group(1)), _parse_moment(match.group(2))))
+    return sorted(found, key=lambda p: (p.is_default, p.start is not None, p.start or ORIGIN))
+
+
+def ensure_partitions(cursor: Any, moments: Iterable[datetime]) -> list[str]:
+    """Make the week partitions that rows dated `moments` need and no partition covers; their names."""
+    weeks = {week_of(moment) for moment in moments}
+    if not weeks:
+        return []
+    existing = partitions(cursor)
+    made = []
+    for week in sorted(weeks):
+        if not any(p.covers(week) for p in existing):
+            made.append(make_partition(cursor, week, existing))
+    return made
+
+
+def ensure_partitions_between(cursor: Any, start: datetime, end: datetime) -> list[str]:
+    """Make every missing week partition from the week of `start` to the week of `end`, both included."""
+    weeks = []
+    week = week_of(start)
+    while week <= end:
+        weeks.append(week)
+        week += WIDTH
+    return ensure_partitions(cursor, weeks)
+
+
+def make_partition(cursor: Any, week: datetime, existing: list[Partition]) -> str:
+    """Make and attach the partition of `week`, narrowed to the gap between its neighbours if a partition
+    of another shape covers part of it, with the default partition's rows of those dates moved into it."""
+    start, end = week, week + WIDTH
+    for p in existing:
+        if p.is_default or p.covers(week):
+            continue
+        if p.end is not None and start < p.end <= end and (p.start is None or p.start < start):
+            start = p.end
+        if p.start is not None and start < p.start < end:
+            end = p.start
+    name = partition_name(start)
+    lower, upper = _literal(start), _literal(end)
+    cursor.execute(
+        f"CREATE TABLE {name} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE"
+        " INCLUDING COMPRESSION)"
+    )
+    if any(p.is_default for p in existing):
+        # Attaching checks that the default holds no row of these dates: move them first.
+        cursor.execute(
+            f"WITH moved AS (DELETE FROM {DEFAULT} WHERE date >= {lower} AND date < {upper} RETURNING *)"  # noqa: S608
+            f" INSERT INTO {name} SELECT * FROM moved"
+        )
+    cursor.execute(f"ALTER TABLE {PARENT} ATTACH PARTITION {name} FOR VALUES FROM ({lower}) TO ({upper})")
+    existing.append(Partition(name, start, end))
+    return name
+
+
+def detached_leftovers(cursor: Any) -> list[str]:
+    """Week partitions detached but not dropped (their dropper stopped between the two steps)."""
+    cursor.execute(
+        """
+        SELECT c.relname FROM pg_class c
+         WHERE c.relname LIKE %s AND c.relkind = 'r' AND NOT c.relispartition
+           AND c.relnamespace = current_schema()::regnamespace
+        """,
+        [PREFIX.replace("_", r"\_") + "%"],
+    )
+    return [name for (name,) in cursor.fetchall()]
+
+
+def _literal(moment: datetime) -> str:
+    """A timestamptz literal for DDL, which takes no parameters; `moment` is computed, never user input."""
+    return f"'{moment.isoformat()}'::timestamptz"
