@@ -71,17 +71,22 @@ def assert_derived_exact(using: str = "default") -> None:
             assert (group.first_seen, group.last_seen) == (firsts[group.id], lasts[group.id]), group.template
 
     dims = "source_id, stream_id, tag, webhook_url, chain_id, status, error_group_id, retries"
-    # The hourly rollups are the counts of their rows; the period rollups the sums of their hours.
+    # The hourly rollups are the counts of their rows; the period rollups (both) the sums of their hours.
     for expected_sql, actual_table in (
         (f"SELECT date_trunc('hour', date), {dims}, count(*) FROM deliveries_delivery GROUP BY 1, {dims}",
          "deliveries_hourlyrollup"),
         (f"SELECT date_bin('6 hours', hour, '2000-01-03T00:00:00+00:00'), {dims}, sum(deliveries)"
          f" FROM deliveries_hourlyrollup GROUP BY 1, {dims}", "deliveries_periodrollup"),
+        (f"SELECT date_bin('6 hours', hour, '2000-01-03T00:00:00+00:00'), {dims}, event, sum(deliveries)"
+         f" FROM deliveries_eventrollup GROUP BY 1, {dims}, event", "deliveries_eventperiodrollup"),
     ):
         with connections[using].cursor() as cursor:
             cursor.execute(expected_sql)
             expected = {tuple(row[:-1]): row[-1] for row in cursor.fetchall()}
-            cursor.execute(f"SELECT hour, {dims}, sum(deliveries) FROM {actual_table} GROUP BY 1, {dims}")
+            extra = ", event" if "event" in actual_table else ""
+            cursor.execute(
+                f"SELECT hour, {dims}{extra}, sum(deliveries) FROM {actual_table} GROUP BY 1, {dims}{extra}"
+            )
             actual = {tuple(row[:-1]): row[-1] for row in cursor.fetchall()}
         assert actual == expected, actual_table
     assert HourlyRollup.objects.using(using).filter(deliveries=0).count() == 0

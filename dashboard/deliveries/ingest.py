@@ -283,51 +283,63 @@ def refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> Non
 ROLLUP_COLUMNS = "tag, webhook_url, chain_id, status, error_group_id, retries"
 
 
+# Each period rollup table, the hourly table it sums, and the columns it has beside the shared dimensions.
+PERIOD_TABLES = (
+    ("deliveries_periodrollup", "deliveries_hourlyrollup", ""),
+    ("deliveries_eventperiodrollup", "deliveries_eventrollup", ", event"),
+)
+
+
 def refresh_periods(cursor: Any, keys: Sequence[tuple[int, str, datetime]]) -> None:
-    """Recompute the period rollups of the given (source, stream, period start) from their hourly rollups."""
+    """Recompute the period rollups (both tables) of the given (source, stream, period start) from their
+    hourly rollups."""
     params = [[k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], ROLLUP_PERIOD]
-    cursor.execute(
-        """
-        DELETE FROM deliveries_periodrollup r
-         USING unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
-         WHERE r.source_id = t.source_id AND r.stream_id = t.stream_id AND r.hour = t.hour
-        """,
-        params[:3],
-    )
-    cursor.execute(
-        f"""
-        INSERT INTO deliveries_periodrollup ({ROLLUP_DIMENSIONS}, deliveries)
-        SELECT t.source_id, t.hour, t.stream_id, {ROLLUP_COLUMNS}, sum(r.deliveries)
-          FROM unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
-          JOIN deliveries_hourlyrollup r
-            ON r.stream_id = t.stream_id AND r.hour >= t.hour AND r.hour < t.hour + %s
-           AND r.source_id = t.source_id
-         GROUP BY t.source_id, t.hour, t.stream_id, {ROLLUP_COLUMNS}
-        """,  # noqa: S608 - column names are constants
-        params,
-    )
+    for table, hourly, extra in PERIOD_TABLES:
+        cursor.execute(
+            f"""
+            DELETE FROM {table} r
+             USING unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
+             WHERE r.source_id = t.source_id AND r.stream_id = t.stream_id AND r.hour = t.hour
+            """,  # noqa: S608 - table names are constants
+            params[:3],
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO {table} ({ROLLUP_DIMENSIONS}{extra}, deliveries)
+            SELECT t.source_id, t.hour, t.stream_id, {ROLLUP_COLUMNS}{extra}, sum(r.deliveries)
+              FROM unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)
+              JOIN {hourly} r
+                ON r.stream_id = t.stream_id AND r.hour >= t.hour AND r.hour < t.hour + %s
+               AND r.source_id = t.source_id
+             GROUP BY t.source_id, t.hour, t.stream_id, {ROLLUP_COLUMNS}{extra}
+            """,  # noqa: S608 - table and column names are constants
+            params,
+        )
 
 
 def recompute_periods_between(cursor: Any, start: datetime, end: datetime, source_id: int | None = None) -> None:
-    """Recompute the period rollups of every period overlapping [start, end) from their hourly rollups."""
+    """Recompute the period rollups (both tables) of every period overlapping [start, end) from their hourly
+    rollups."""
     only = "" if source_id is None else "AND source_id = %(source)s"
     params = {"start": PeriodRollup.period_of(start), "end": end, "source": source_id, "period": ROLLUP_PERIOD,
               "origin": PERIOD_ORIGIN}
-    cursor.execute(
-        f"DELETE FROM deliveries_periodrollup WHERE hour >= %(start)s AND hour < %(end)s {only}",  # noqa: S608
-        params,
-    )
-    cursor.execute(
-        f"""
-        INSERT INTO deliveries_periodrollup ({ROLLUP_DIMENSIONS}, deliveries)
-        SELECT source_id, date_bin(%(period)s, hour, %(origin)s), stream_id, {ROLLUP_COLUMNS}, sum(deliveries)
-          FROM deliveries_hourlyrollup
-         WHERE hour >= %(start)s AND hour < %(end)s + %(period)s
-               AND date_bin(%(period)s, hour, %(origin)s) < %(end)s {only}
-         GROUP BY source_id, date_bin(%(period)s, hour, %(origin)s), stream_id, {ROLLUP_COLUMNS}
-        """,  # noqa: S608 - column names are constants
-        params,
-    )
+    for table, hourly, extra in PERIOD_TABLES:
+        cursor.execute(
+            f"DELETE FROM {table} WHERE hour >= %(start)s AND hour < %(end)s {only}",  # noqa: S608
+            params,
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO {table} ({ROLLUP_DIMENSIONS}{extra}, deliveries)
+            SELECT source_id, date_bin(%(period)s, hour, %(origin)s), stream_id, {ROLLUP_COLUMNS}{extra},
+                   sum(deliveries)
+              FROM {hourly}
+             WHERE hour >= %(start)s AND hour < %(end)s + %(period)s
+                   AND date_bin(%(period)s, hour, %(origin)s) < %(end)s {only}
+             GROUP BY source_id, date_bin(%(period)s, hour, %(origin)s), stream_id, {ROLLUP_COLUMNS}{extra}
+            """,  # noqa: S608 - table and column names are constants
+            params,
+        )
 
 
 def recompute_rollups_between(cursor: Any, start: datetime, end: datetime, source_id: int | None = None) -> int:

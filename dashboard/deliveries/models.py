@@ -183,7 +183,7 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             return dict(cursor.fetchall())
 
 
-_Rollup = TypeVar("_Rollup", "HourlyRollup", "PeriodRollup", "EventRollup")
+_Rollup = TypeVar("_Rollup", "HourlyRollup", "PeriodRollup", "EventRollup", "EventPeriodRollup")
 
 
 class RollupQuerySet(SliceFilters, models.QuerySet[_Rollup]):
@@ -291,7 +291,7 @@ class PeriodRollupQuerySet(RollupQuerySet["PeriodRollup"]):
     pass
 
 
-class EventRollupQuerySet(RollupQuerySet["EventRollup"]):
+class _EventRollupQuerySet(RollupQuerySet[_Rollup]):
     def for_event(self, event: str) -> Self:
         """Rows of one event name, as the search keys spell it (lower case, no prefix)."""
         return self.filter(event=event)
@@ -316,6 +316,14 @@ class EventRollupQuerySet(RollupQuerySet["EventRollup"]):
                 {"since": since},
             )
             return [name for (name,) in cursor.fetchall()]
+
+
+class EventRollupQuerySet(_EventRollupQuerySet["EventRollup"]):
+    pass
+
+
+class EventPeriodRollupQuerySet(_EventRollupQuerySet["EventPeriodRollup"]):
+    pass
 
 
 def slice_options(rows: Iterable[tuple[str, str, str, datetime]]) -> dict[str, list[Any]]:
@@ -652,6 +660,26 @@ class EventRollup(RollupCounts):
             models.Index(fields=["event", "hour"], name="eventrollup_event_hour"),
             models.Index(fields=["stream_id", "hour"], name="eventrollup_stream_hour"),
             models.Index(fields=["hour"], name="eventrollup_hour"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
+
+
+class EventPeriodRollup(RollupCounts):
+    """The event rollup summed per ROLLUP_PERIOD, as `PeriodRollup` is the hourly one: what a long window
+    sliced by an event reads for its whole periods. Recomputed with the period rollups, from the event rows of
+    every period an ingest touches, so it is exactly their sum."""
+
+    event = models.CharField(max_length=80)
+
+    objects = EventPeriodRollupQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["event", "hour"], name="eventperiod_event_hour"),
+            models.Index(fields=["stream_id", "hour"], name="eventperiod_stream_hour"),
+            models.Index(fields=["hour"], name="eventperiod_hour"),
         ]
 
     def __str__(self) -> str:

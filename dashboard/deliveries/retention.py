@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from dashboard.deliveries import partitions
 from dashboard.deliveries.grouping import apply_group_changes
-from dashboard.deliveries.ingest import ROLLUP_TABLES
+from dashboard.deliveries.ingest import PERIOD_TABLES, ROLLUP_TABLES
 from dashboard.deliveries.models import PeriodRollup
 from dashboard.deliveries.write_lock import take_write_lock
 
@@ -77,7 +77,7 @@ def enforce_retention(
     _delete_expired_changes(delivery_cutoff, batch_size, max_batches, result)
     # A period rollup goes when its whole period is before the cutoff.
     cutoffs = [(table, rollup_cutoff) for table in ROLLUP_TABLES]
-    cutoffs.append(("deliveries_periodrollup", PeriodRollup.period_of(rollup_cutoff)))
+    cutoffs += [(table, PeriodRollup.period_of(rollup_cutoff)) for table, _hourly, _extra in PERIOD_TABLES]
     for table, cutoff in cutoffs:
         while result.batches < max_batches:
             with transaction.atomic(), connection.cursor() as cursor:

@@ -1,6 +1,6 @@
 """Counts over a window of hours from the fewest rollup rows that give them exactly: the whole six-hour periods
 inside the window from the period rollups, the hours before the first and after the last whole period from
-the hourly rollups. A 30-day window reads ~120 periods instead of ~720 hours, whatever the daily rate.
+the hourly rollups (for one decoded event: the event period and event rollups). A 30-day window reads ~120 periods instead of ~720 hours, whatever the daily rate.
 
 Each read is two queries, one per table (the hourly edges are one query), and the two's rows are added together, so the result is what the hourly
 rollups of the whole window give (ingest keeps the period rows equal to the sums of their hours)."""
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from dashboard.deliveries.models import (
     ROLLUP_PERIOD,
+    EventPeriodRollup,
     EventRollup,
     HourlyRollup,
     PeriodRollup,
@@ -43,10 +44,13 @@ class RollupWindow:
         rows are to be bucketed that wide from midnight UTC, so periods are read only if it is a multiple of
         ROLLUP_PERIOD. With `split_at` (an hour), periods are read only before it, so that `by_dimensions`
         can sum the hours from it on apart. With `event`, only the deliveries holding that decoded event: the
-        event rollup's hours (it has no periods)."""
+        event and event period rollups, read the same way."""
         first_hour = HourlyRollup.hour_of(start)
+        hourly: RollupQuerySet = HourlyRollup.objects.all()
+        periods: RollupQuerySet = PeriodRollup.objects.all()
         if event:
-            return cls((EventRollup.objects.for_event(event).between(first_hour, end),), split_at)
+            hourly = EventRollup.objects.for_event(event)
+            periods = EventPeriodRollup.objects.for_event(event)
         inner_start = PeriodRollup.period_of(first_hour)
         if inner_start < first_hour:
             inner_start += ROLLUP_PERIOD
@@ -55,10 +59,10 @@ class RollupWindow:
             inner_end = min(inner_end, PeriodRollup.period_of(split_at))
         coarse = step is None or not step % ROLLUP_PERIOD
         if not coarse or inner_end - inner_start < MIN_PERIODS * ROLLUP_PERIOD:
-            return cls((HourlyRollup.objects.between(first_hour, end),), split_at)
+            return cls((hourly.between(first_hour, end),), split_at)
         tail = Q(hour__gte=inner_end) if end is None else Q(hour__gte=inner_end, hour__lt=end)
-        edges = HourlyRollup.objects.filter(Q(hour__gte=first_hour, hour__lt=inner_start) | tail)
-        return cls((edges, PeriodRollup.objects.between(inner_start, inner_end)), split_at)
+        edges = hourly.filter(Q(hour__gte=first_hour, hour__lt=inner_start) | tail)
+        return cls((edges, periods.between(inner_start, inner_end)), split_at)
 
     def slice(self, **kwargs: Any) -> RollupWindow:
         return RollupWindow(tuple(part.slice(**kwargs) for part in self.parts), self.split_at)

@@ -19,15 +19,15 @@ from dashboard.deliveries.retention import enforce_retention
 from tests.deliveries.test_ingest import make_source_row, record
 
 BEFORE = [("deliveries", "0010_period_rollup")]
-LATEST = [("deliveries", "0011_partition_deliveries")]
 # A Wednesday; retention's cutoff at 90 days is Thursday 2026-08-27 12:00, inside the week of Monday 08-24.
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
-def _migrate(targets: list[tuple[str, str]]) -> None:
+def _migrate(targets: list[tuple[str, str]] | None = None) -> None:
+    """To `targets`, or to the latest migrations."""
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
-    executor.migrate(targets)
+    executor.migrate(targets if targets is not None else executor.loader.graph.leaf_nodes())
 
 
 def _names() -> list[str]:
@@ -69,7 +69,7 @@ def test_the_migration_keeps_every_row_and_retention_then_empties_the_old_table(
             cursor.execute("SELECT array_agg(id ORDER BY id) FROM deliveries_delivery")
             (ids_before,) = cursor.fetchone()
     finally:
-        _migrate(LATEST)
+        _migrate()
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT array_agg(id ORDER BY id) FROM deliveries_delivery")
@@ -111,7 +111,7 @@ def test_the_migration_keeps_every_row_and_retention_then_empties_the_old_table(
             cursor.execute("SELECT count(*) FROM deliveries_delivery")
             assert cursor.fetchone()[0] == Delivery.objects.count()
     finally:
-        _migrate(LATEST)
+        _migrate()
 
 
 @pytest.mark.django_db

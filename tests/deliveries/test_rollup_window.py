@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import HourlyRollup, PeriodRollup
+from dashboard.deliveries.models import Delivery, EventPeriodRollup, EventRollup, HourlyRollup, PeriodRollup
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.devtools.generator import generate_deliveries
 from tests.checks import assert_derived_exact
@@ -55,6 +55,28 @@ def test_a_split_window_reads_what_the_hourly_rollups_give(start: datetime, end:
         stepped = RollupWindow.between(start, end, step=step)
         assert stepped.bucketed(EPOCH, step) == exact.bucketed(EPOCH, step)
         assert stepped.by_group_and_bucket(EPOCH, step) == exact.by_group_and_bucket(EPOCH, step)
+
+
+def test_a_window_of_one_event_reads_its_periods_and_gets_what_its_hours_give() -> None:
+    generate_deliveries(3000, days=8, newest=NEWEST, failure_rate=0.2, analyze=False)
+    start, end = NEWEST - timedelta(days=7, minutes=17), NEWEST
+    split = RollupWindow.between(start, end, event="transfer")
+    assert [part.model for part in split.parts] == [EventRollup, EventPeriodRollup]
+    exact = RollupWindow((EventRollup.objects.for_event("transfer").between(HourlyRollup.hour_of(start), end),))
+    fields = ("error_group_id", "stream_id")
+    assert [(r["error_group_id"], r["stream_id"], r["total"], r["failed"]) for r in split.by_dimensions(*fields)] == [
+        (r["error_group_id"], r["stream_id"], r["total"], r["failed"]) for r in exact.by_dimensions(*fields)
+    ]
+    holding = Delivery.objects.filter(
+        date__gte=HourlyRollup.hour_of(start), date__lt=end, search_keys__contains=["event:transfer"]
+    )
+    assert sum(r["total"] for r in split.by_dimensions("stream_id")) == holding.count() > 2000
+    for step in (timedelta(hours=6), timedelta(days=1)):
+        stepped = RollupWindow.between(start, end, step=step, event="transfer")
+        assert stepped.bucketed(EPOCH, step) == exact.bucketed(EPOCH, step)
+        assert stepped.by_group_and_bucket(EPOCH, step) == exact.by_group_and_bucket(EPOCH, step)
+    assert not RollupWindow.between(start, end, event="approval").bucketed(EPOCH, timedelta(days=1))
+    assert_derived_exact()
 
 
 def test_a_step_that_splits_a_period_or_a_short_window_reads_the_hourly_rollups_alone() -> None:

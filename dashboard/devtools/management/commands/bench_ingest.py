@@ -22,7 +22,7 @@ from dashboard.deliveries.records import parse_records, raw_json
 
 TABLES = (
     "deliveries_delivery", "deliveries_errorgroup", "deliveries_hourlyrollup", "deliveries_periodrollup",
-    "deliveries_eventrollup", "deliveries_stream", "deliveries_deliverychange",
+    "deliveries_eventrollup", "deliveries_eventperiodrollup", "deliveries_stream", "deliveries_deliverychange",
 )
 ERRORS = (
     "connect ECONNREFUSED 203.0.113.{n}:443",
@@ -142,12 +142,15 @@ def _make_schema(name: str) -> None:
         cursor.execute(f"CREATE SCHEMA {name}")
         for table in TABLES:
             # Same columns, indexes, defaults and TOAST compression as the real table; no foreign keys. The
-            # deliveries partitioned by week as the real one, its partitions made before the clock starts.
+            # deliveries partitioned by week as the real one.
             partitioned = " PARTITION BY RANGE (date)" if table == partitions.PARENT else ""
             cursor.execute(f"CREATE TABLE {name}.{table} (LIKE public.{table} INCLUDING ALL){partitioned}")
         cursor.execute(f"SET search_path TO {name}, public")
         try:
-            partitions.ensure_partitions_between(cursor, RECORDS_START, RECORDS_START + timedelta(days=30))
+            # As many weeks as 90 days of history have (a record's id is looked up in each), before the clock.
+            partitions.ensure_partitions_between(
+                cursor, RECORDS_START - timedelta(days=91), RECORDS_START + timedelta(days=7)
+            )
         finally:
             cursor.execute("SET search_path TO DEFAULT")
 

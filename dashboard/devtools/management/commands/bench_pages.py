@@ -35,7 +35,10 @@ STAMP = "%Y-%m-%dT%H:%M:%S"
 PAGE_TARGET_MS = 100.0
 SEARCH_TARGET_MS = 50.0
 # Tables whose queries are EXPLAINed: the ones that grow with the history.
-HOT_TABLES = ("deliveries_delivery", "deliveries_hourlyrollup", "deliveries_periodrollup", "deliveries_errorgroup", "deliveries_stream")
+HOT_TABLES = (
+    "deliveries_delivery", "deliveries_hourlyrollup", "deliveries_periodrollup", "deliveries_eventrollup",
+    "deliveries_eventperiodrollup", "deliveries_errorgroup", "deliveries_stream",
+)
 
 
 @dataclass(frozen=True)
