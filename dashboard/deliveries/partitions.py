@@ -16,13 +16,18 @@ Every function here runs inside the caller's transaction, under the write lock (
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import OperationalError, transaction
+
 from dashboard.deliveries.models import PERIOD_ORIGIN
+
+log = logging.getLogger(__name__)
 
 PARENT = "deliveries_delivery"
 DEFAULT = "deliveries_delivery_default"
@@ -33,6 +38,9 @@ WIDTH = timedelta(days=7)
 ORIGIN = PERIOD_ORIGIN
 # How far ahead of now the retention task keeps partitions made, so ingest seldom makes one itself.
 AHEAD = timedelta(days=14)
+# How long attaching or detaching a partition waits for the queries reading the table before it gives up until
+# a later attempt: pages queue behind a waiting lock, so it must not wait long.
+LOCK_TIMEOUT_MS = 2000
 
 _BOUND = re.compile(r"FOR VALUES FROM \((?:'([^']+)'|MINVALUE)\) TO \((?:'([^']+)'|MAXVALUE)\)")
 
@@ -92,15 +100,27 @@ def partitions(cursor: Any) -> list[Partition]:
 
 
 def ensure_partitions(cursor: Any, moments: Iterable[datetime]) -> list[str]:
-    """Make the week partitions that rows dated `moments` need and no partition covers; their names."""
+    """Make the week partitions that rows dated `moments` need and no partition covers; their names.
+
+    Attaching a partition locks the default partition, which every query reading the whole table also holds
+    (a long export, say), and pages would queue behind the waiting attach: a partition whose lock is not had
+    within LOCK_TIMEOUT_MS is left for later, its week's rows go to the default partition meanwhile, and the
+    next attempt moves them into it."""
     weeks = {week_of(moment) for moment in moments}
     if not weeks:
         return []
     existing = partitions(cursor)
     made = []
     for week in sorted(weeks):
-        if not any(p.covers(week) for p in existing):
-            made.append(make_partition(cursor, week, existing))
+        if any(p.covers(week) for p in existing):
+            continue
+        try:
+            with transaction.atomic(using=cursor.db.alias):
+                cursor.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS:d}")
+                made.append(make_partition(cursor, week, existing))
+                cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
+        except OperationalError as error:
+            log.warning("partition of the week of %s not made this time: %s", f"{week:%Y-%m-%d}", error)
     return made
 
 

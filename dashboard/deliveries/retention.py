@@ -29,9 +29,6 @@ from dashboard.deliveries.write_lock import take_write_lock
 
 log = logging.getLogger(__name__)
 
-# How long detaching an expired partition (or attaching one ahead) waits for queries reading the table before
-# it gives up until the next run: pages queue behind a waiting lock, so it must not wait long.
-DETACH_LOCK_TIMEOUT_MS = 2000
 
 
 @dataclass
@@ -53,16 +50,9 @@ def enforce_retention(
     delivery_cutoff = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
     rollup_cutoff = now - timedelta(days=settings.ROLLUP_RETENTION_DAYS)
     result = RetentionResult()
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            take_write_lock(cursor)
-            # Attaching locks the default partition, which every query reading the table also opens.
-            cursor.execute(f"SET LOCAL lock_timeout = {DETACH_LOCK_TIMEOUT_MS:d}")
-            result.partitions_made = partitions.ensure_partitions_between(cursor, now, now + partitions.AHEAD)
-    except OperationalError as error:
-        # Ingest makes any partition a batch needs; the next run tries again.
-        log.warning("retention: partitions ahead not made this time: %s", error)
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        take_write_lock(cursor)
+        result.partitions_made = partitions.ensure_partitions_between(cursor, now, now + partitions.AHEAD)
         current = partitions.partitions(cursor)
         leftovers = partitions.detached_leftovers(cursor)
     for name in leftovers:
@@ -101,7 +91,7 @@ def enforce_retention(
 
 def _drop_partition(name: str, result: RetentionResult) -> None:
     """Detach an expired partition, taking its rows out of the error-group counts in the same transaction,
-    then drop it. A detach that waits over DETACH_LOCK_TIMEOUT_MS is left for the next run."""
+    then drop it. A detach that waits over partitions.LOCK_TIMEOUT_MS is left for the next run."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             take_write_lock(cursor)
@@ -111,7 +101,7 @@ def _drop_partition(name: str, result: RetentionResult) -> None:
                 f"SELECT error_group_id, count(*) FROM {name} WHERE error_group_id IS NOT NULL GROUP BY 1"  # noqa: S608
             )
             delta = {group_id: -n for group_id, n in cursor.fetchall()}
-            cursor.execute(f"SET LOCAL lock_timeout = {DETACH_LOCK_TIMEOUT_MS:d}")
+            cursor.execute(f"SET LOCAL lock_timeout = {partitions.LOCK_TIMEOUT_MS:d}")
             cursor.execute(f"ALTER TABLE {partitions.PARENT} DETACH PARTITION {name}")
             apply_group_changes(cursor, delta)
     except OperationalError as error:

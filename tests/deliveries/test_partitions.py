@@ -12,10 +12,11 @@ from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from dashboard.deliveries import partitions, retention
+from dashboard.deliveries import partitions
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
 from dashboard.deliveries.retention import enforce_retention
+from tests.checks import assert_derived_exact
 from tests.deliveries.test_ingest import make_source_row, record
 
 BEFORE = [("deliveries", "0010_period_rollup")]
@@ -205,34 +206,65 @@ def test_a_detached_week_left_by_a_stopped_run_is_dropped() -> None:
         assert cursor.fetchone()[0] is None
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_detach_that_waits_for_a_reader_is_left_for_the_next_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retention, "DETACH_LOCK_TIMEOUT_MS", 300)
-    source = make_source_row()
-    store_records(source, [_at(datetime(2026, 8, 18, tzinfo=UTC), 1, error="socket hang up")])
-    reading, done = threading.Event(), threading.Event()
+class LongReader:
+    """Another connection inside a transaction that has read the deliveries table (a long export, say): it
+    holds its lock on every partition until it ends."""
 
-    def long_reader() -> None:
+    def __init__(self) -> None:
+        self.reading, self.done = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._read)
+
+    def _read(self) -> None:
         other = connections.create_connection("default")
         try:
             with other.cursor() as cursor:
                 cursor.execute("BEGIN")
                 cursor.execute("SELECT count(*) FROM deliveries_delivery")
-                reading.set()
-                done.wait(10)
+                self.reading.set()
+                self.done.wait(10)
                 cursor.execute("ROLLBACK")
         finally:
             other.close()
 
-    reader = threading.Thread(target=long_reader)
-    reader.start()
-    try:
-        assert reading.wait(10)
+    def __enter__(self) -> LongReader:
+        self.thread.start()
+        assert self.reading.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_is_stored_while_a_reader_keeps_its_week_from_being_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(partitions, "LOCK_TIMEOUT_MS", 300)
+    source = make_source_row()
+    week = partitions.week_of(datetime(2025, 2, 12, tzinfo=UTC))
+    with LongReader():
+        result = store_records(source, [_at(week + timedelta(days=1), 1), _at(week + timedelta(days=2), 2)])
+    assert result.inserted == 2
+    assert partitions.partition_name(week) not in _names()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {partitions.DEFAULT}")  # noqa: S608
+        assert cursor.fetchone()[0] == 2, "the week's rows wait in the default partition"
+
+    # The next batch of that week, with nobody reading, makes the partition and moves them into it.
+    store_records(source, [_at(week + timedelta(days=3), 3)])
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {partitions.partition_name(week)}")  # noqa: S608
+        assert cursor.fetchone()[0] == 3
+    assert_derived_exact()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_detach_that_waits_for_a_reader_is_left_for_the_next_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(partitions, "LOCK_TIMEOUT_MS", 300)
+    source = make_source_row()
+    store_records(source, [_at(datetime(2026, 8, 18, tzinfo=UTC), 1, error="socket hang up")])
+    with LongReader():
         result = enforce_retention(now=NOW)
-    finally:
-        done.set()
-        reader.join()
-    assert result.partitions_deferred == [partitions.partition_name(datetime(2026, 8, 17, tzinfo=UTC))]
+    assert partitions.partition_name(datetime(2026, 8, 17, tzinfo=UTC)) in result.partitions_deferred
     assert Delivery.objects.count() == 1
     assert ErrorGroup.objects.get().delivery_count == 1
 
