@@ -37,6 +37,8 @@ def test_rows_removed_count_every_loop_of_every_node() -> None:
         "Plans": [
             {"Node Type": "Seq Scan", "Actual Loops": 1, "Rows Removed by Filter": 100},
             {"Node Type": "Index Scan", "Actual Loops": 50, "Rows Removed by Filter": 3},
+            # A catalog's rows follow the schema, not the data.
+            {"Node Type": "Seq Scan", "Relation Name": "pg_statistic", "Actual Loops": 1, "Rows Removed by Filter": 6000},
         ],
     }
     assert _removed_by_filter(plan) == 10 + 100 + 150

@@ -236,10 +236,14 @@ def _percentiles(timings: list[float]) -> tuple[float, float]:
 
 
 def _removed_by_filter(node: dict[str, Any]) -> int:
-    """Rows the plan's nodes read and threw away by a filter (per loop times loops), summed over the tree."""
+    """Rows the plan's nodes read and threw away by a filter (per loop times loops), summed over the tree; a
+    scan of a system catalog (`pg_…`: the search's read of the column statistics) does not count, its size
+    follows the schema, not the data."""
     loops = int(node.get("Actual Loops", 1) or 1)
     removed = sum(int(node.get(key, 0) or 0) for key in ("Rows Removed by Filter", "Rows Removed by Index Recheck",
                                                           "Rows Removed by Join Filter")) * loops
+    if str(node.get("Relation Name", "")).startswith("pg_"):
+        removed = 0
     return removed + sum(_removed_by_filter(child) for child in node.get("Plans", []))
 
 
