@@ -644,43 +644,46 @@ class PeriodRollup(RollupCounts):
         return PERIOD_ORIGIN + (moment - PERIOD_ORIGIN) // ROLLUP_PERIOD * ROLLUP_PERIOD
 
 
-class EventRollup(RollupCounts):
+class EventCounts(RollupCounts):
+    """Rollup counts of the deliveries holding one decoded event."""
+
+    # The event's name lower-cased, as its search key spells it ("transfer" for `event:transfer`).
+    event = models.CharField(max_length=80)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
+
+
+def event_rollup_indexes(prefix: str) -> list[models.Index]:
+    """One event's slots, a stream's, and the time range alone."""
+    return [
+        models.Index(fields=["event", "hour"], name=f"{prefix}_event_hour"),
+        models.Index(fields=["stream_id", "hour"], name=f"{prefix}_stream_hour"),
+        models.Index(fields=["hour"], name=f"{prefix}_hour"),
+    ]
+
+
+class EventRollup(EventCounts):
     """The hourly rollup once more, per decoded event name: `deliveries` counts the deliveries of the hour and
     dimensions whose payload holds that event (their `event:<name>` search key). A delivery with two events
     counts under each; one with none is in no row. Written by the same statement as `HourlyRollup`
     (ingest.py), so both tables always describe the same rows; kept as long."""
 
-    # The event's name lower-cased, as its search key spells it ("transfer" for `event:transfer`).
-    event = models.CharField(max_length=80)
-
     objects = EventRollupQuerySet.as_manager()
 
     class Meta:
-        indexes = [
-            models.Index(fields=["event", "hour"], name="eventrollup_event_hour"),
-            models.Index(fields=["stream_id", "hour"], name="eventrollup_stream_hour"),
-            models.Index(fields=["hour"], name="eventrollup_hour"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.event} {self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
+        indexes = event_rollup_indexes("eventrollup")
 
 
-class EventPeriodRollup(RollupCounts):
+class EventPeriodRollup(EventCounts):
     """The event rollup summed per ROLLUP_PERIOD, as `PeriodRollup` is the hourly one: what a long window
     sliced by an event reads for its whole periods. Recomputed with the period rollups, from the event rows of
     every period an ingest touches, so it is exactly their sum."""
 
-    event = models.CharField(max_length=80)
-
     objects = EventPeriodRollupQuerySet.as_manager()
 
     class Meta:
-        indexes = [
-            models.Index(fields=["event", "hour"], name="eventperiod_event_hour"),
-            models.Index(fields=["stream_id", "hour"], name="eventperiod_stream_hour"),
-            models.Index(fields=["hour"], name="eventperiod_hour"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.event} {self.stream_id} {self.hour:%Y-%m-%d %H:00} {self.status} ×{self.deliveries}"
+        indexes = event_rollup_indexes("eventperiod")
