@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -106,44 +107,51 @@ def ensure_partitions(cursor: Any, moments: Iterable[datetime]) -> list[str]:
     (a long export, say), and pages would queue behind the waiting attach: a partition whose lock is not had
     within LOCK_TIMEOUT_MS is left for later, its week's rows go to the default partition meanwhile, and the
     next attempt moves them into it."""
-    weeks = {week_of(moment) for moment in moments}
-    if not weeks:
-        return []
+    by_week: dict[datetime, set[datetime]] = defaultdict(set)
+    for moment in moments:
+        by_week[week_of(moment)].add(moment)
     existing = partitions(cursor)
+    wanted = [
+        moment
+        for week, week_moments in sorted(by_week.items())
+        if not any(p.covers(week) and p.covers(week + WIDTH - timedelta.resolution) for p in existing)
+        for moment in sorted(week_moments)
+    ]
     made = []
-    for week in sorted(weeks):
-        if any(p.covers(week) for p in existing):
+    for moment in wanted:
+        if any(p.covers(moment) for p in existing):
             continue
         try:
             with transaction.atomic(using=cursor.db.alias):
                 cursor.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS:d}")
-                made.append(make_partition(cursor, week, existing))
+                made.append(make_partition(cursor, moment, existing))
                 cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
         except OperationalError as error:
-            log.warning("partition of the week of %s not made this time: %s", f"{week:%Y-%m-%d}", error)
+            log.warning("partition for %s not made this time: %s", f"{moment:%Y-%m-%d}", error)
     return made
 
 
 def ensure_partitions_between(cursor: Any, start: datetime, end: datetime) -> list[str]:
     """Make every missing week partition from the week of `start` to the week of `end`, both included."""
-    weeks = []
-    week = week_of(start)
-    while week <= end:
-        weeks.append(week)
-        week += WIDTH
-    return ensure_partitions(cursor, weeks)
+    days = []
+    day = week_of(start)
+    while day <= end:
+        days.append(day)
+        day += timedelta(days=1)
+    return ensure_partitions(cursor, days)
 
 
-def make_partition(cursor: Any, week: datetime, existing: list[Partition]) -> str:
-    """Make and attach the partition of `week`, narrowed to the gap between its neighbours if a partition
-    of another shape covers part of it, with the default partition's rows of those dates moved into it."""
-    start, end = week, week + WIDTH
+def make_partition(cursor: Any, moment: datetime, existing: list[Partition]) -> str:
+    """Make and attach the partition of the week holding `moment`, narrowed to the gap around `moment` where a
+    partition of another shape (the old table, one made by hand) covers part of the week, with the default
+    partition's rows of its dates moved into it."""
+    start, end = week_of(moment), week_of(moment) + WIDTH
     for p in existing:
-        if p.is_default or p.covers(week):
+        if p.is_default:
             continue
-        if p.end is not None and start < p.end <= end and (p.start is None or p.start < start):
+        if p.end is not None and start < p.end <= moment:
             start = p.end
-        if p.start is not None and start < p.start < end:
+        if p.start is not None and moment < p.start < end:
             end = p.start
     name = partition_name(start)
     lower, upper = _literal(start), _literal(end)

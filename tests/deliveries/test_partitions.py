@@ -271,3 +271,27 @@ def test_a_detach_that_waits_for_a_reader_is_left_for_the_next_run(monkeypatch: 
     result = enforce_retention(now=NOW)
     assert result.deliveries_deleted == 1
     assert ErrorGroup.objects.get().delivery_count == 0
+
+
+@pytest.mark.django_db
+def test_a_week_partly_covered_by_another_partition_is_made_for_the_rest() -> None:
+    """A partition of another shape (the old table's, or one made by hand) keeps its dates; the week
+    partitions beside it take the days it leaves."""
+    week = partitions.week_of(datetime(2025, 4, 9, tzinfo=UTC))
+    odd = "deliveries_delivery_odd"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE {odd} (LIKE deliveries_delivery INCLUDING DEFAULTS)")
+        cursor.execute(
+            f"ALTER TABLE deliveries_delivery ATTACH PARTITION {odd} FOR VALUES FROM"
+            f" ('{(week + timedelta(days=3)).isoformat()}') TO ('{(week + timedelta(days=10)).isoformat()}')"
+        )
+        made = partitions.ensure_partitions(cursor, [week + timedelta(days=1), week + timedelta(days=12)])
+        spans = {p.name: (p.start, p.end) for p in partitions.partitions(cursor)}
+    assert [spans[name] for name in made] == [
+        (week, week + timedelta(days=3)),
+        (week + timedelta(days=10), week + timedelta(days=14)),
+    ]
+    store_records(make_source_row(), [_at(week + timedelta(days=2), 1), _at(week + timedelta(days=5), 2)])
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {odd}")  # noqa: S608
+        assert cursor.fetchone()[0] == 1
