@@ -117,9 +117,11 @@ def ensure_partitions(cursor: Any, moments: Iterable[datetime]) -> list[str]:
         if not any(p.covers(week) and p.covers(week + WIDTH - timedelta.resolution) for p in existing)
         for moment in sorted(week_moments)
     ]
-    made = []
+    made: list[str] = []
+    # A week whose attach waited too long is not tried again for its other rows: one wait per week and call.
+    given_up: set[datetime] = set()
     for moment in wanted:
-        if any(p.covers(moment) for p in existing):
+        if week_of(moment) in given_up or any(p.covers(moment) for p in existing):
             continue
         try:
             with transaction.atomic(using=cursor.db.alias):
@@ -127,6 +129,7 @@ def ensure_partitions(cursor: Any, moments: Iterable[datetime]) -> list[str]:
                 made.append(make_partition(cursor, moment, existing))
                 cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
         except OperationalError as error:
+            given_up.add(week_of(moment))
             log.warning("partition for %s not made this time: %s", f"{moment:%Y-%m-%d}", error)
     return made
 

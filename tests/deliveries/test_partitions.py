@@ -3,6 +3,7 @@ rows need them, a record whose date changed upstream kept once, expired weeks dr
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -237,13 +238,16 @@ class LongReader:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_batch_is_stored_while_a_reader_keeps_its_week_from_being_made(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_is_stored_while_a_reader_keeps_its_week_from_being_made(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(partitions, "LOCK_TIMEOUT_MS", 300)
     source = make_source_row()
     week = partitions.week_of(datetime(2025, 2, 12, tzinfo=UTC))
-    with LongReader():
+    with LongReader(), caplog.at_level(logging.WARNING, logger="dashboard.deliveries.partitions"):
         result = store_records(source, [_at(week + timedelta(days=1), 1), _at(week + timedelta(days=2), 2)])
     assert result.inserted == 2
+    assert len([r for r in caplog.records if "not made this time" in r.message]) == 1, "one wait for the week"
     assert partitions.partition_name(week) not in _names()
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM {partitions.DEFAULT}")  # noqa: S608
