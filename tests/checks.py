@@ -3,6 +3,7 @@ data against what the stored rows say when recomputed from scratch."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from collections import Counter
@@ -69,6 +70,21 @@ def assert_derived_exact(using: str = "default") -> None:
         assert group.delivery_count == counts[group.id], group.template
         if counts[group.id]:
             assert (group.first_seen, group.last_seen) == (firsts[group.id], lasts[group.id]), group.template
+
+    # Every stored error message is recorded, in its delivery's group, with its newest date or a later one (a
+    # delivery that was seen with it and has another message now).
+    from dashboard.deliveries.models import ErrorMessage
+
+    recorded = {m.message: m for m in ErrorMessage.objects.using(using)}
+    newest: dict[str, tuple[datetime, int]] = {}
+    for d in Delivery.objects.using(using).exclude(error_message="").only("date", "error_message", "error_group_id"):
+        seen = newest.get(d.error_message)
+        newest[d.error_message] = (max(seen[0], d.date) if seen else d.date, d.error_group_id)  # type: ignore[arg-type]
+    for message, (last, group_id) in newest.items():
+        assert message in recorded, message
+        entry = recorded[message]
+        assert entry.digest == hashlib.md5(message.encode()).hexdigest(), message  # noqa: S324 - Postgres' md5()
+        assert (entry.error_group_id, entry.last_seen >= last) == (group_id, True), message
 
     dims = "source_id, stream_id, tag, webhook_url, chain_id, status, error_group_id, retries"
     # The hourly rollups are the counts of their rows; the period rollups (both) the sums of their hours.

@@ -46,13 +46,17 @@ def error_fingerprint(template: str) -> str:
 
 
 def group_ids_for(cursor: Any, messages: Iterable[tuple[str, datetime]]) -> dict[str, int]:
-    """Error group id per (message, date) of a batch, creating the groups that do not exist yet."""
+    """Error group id per (message, date) of a batch, creating the groups that do not exist yet; each distinct
+    message is recorded (`ErrorMessage`) with the newest date it was seen at."""
     templates: dict[str, tuple[str, datetime, datetime]] = {}
     message_fp: dict[str, str] = {}
+    newest: dict[str, datetime] = {}
     for message, date in messages:
         if not message:
             continue
         fp = message_fp.get(message)
+        if fp is None or date > newest[message]:
+            newest[message] = date
         template = error_template(message)
         if fp is None:
             fp = error_fingerprint(template)
@@ -77,7 +81,41 @@ def group_ids_for(cursor: Any, messages: Iterable[tuple[str, datetime]]) -> dict
     )
     cursor.execute("SELECT fingerprint, id FROM deliveries_errorgroup WHERE fingerprint = ANY(%s::varchar[])", [fps])
     by_fp = dict(cursor.fetchall())
-    return {message: by_fp[fp] for message, fp in message_fp.items()}
+    group_ids = {message: by_fp[fp] for message, fp in message_fp.items()}
+    _record_messages(cursor, group_ids, newest)
+    return group_ids
+
+
+def _record_messages(cursor: Any, group_ids: dict[str, int], newest: dict[str, datetime]) -> None:
+    """Insert the batch's new distinct messages and move the others' last_seen forward; the digest is computed
+    by Postgres, as the deliveries' message index computes it."""
+    texts = sorted(group_ids)
+    cursor.execute(
+        """
+        INSERT INTO deliveries_errormessage AS m (digest, message, error_group_id, last_seen)
+        SELECT md5(t.message), t.message, t.group_id, t.seen
+          FROM unnest(%s::text[], %s::bigint[], %s::timestamptz[]) AS t(message, group_id, seen)
+        ON CONFLICT (digest) DO UPDATE SET last_seen = EXCLUDED.last_seen WHERE m.last_seen < EXCLUDED.last_seen
+        """,
+        [texts, [group_ids[t] for t in texts], [newest[t] for t in texts]],
+    )
+
+
+def rebuild_error_messages(cursor: Any, source_id: int | None = None) -> None:
+    """Record the distinct messages of the stored failing deliveries (of one source, all when None), as ingest
+    would have: for rows written another way (the generator, a restored dump). Runs under the write lock."""
+    only = "" if source_id is None else "AND source_id = %(source)s"
+    cursor.execute(
+        f"""
+        INSERT INTO deliveries_errormessage AS m (digest, message, error_group_id, last_seen)
+        SELECT md5(error_message), error_message, max(error_group_id), max(date)
+          FROM deliveries_delivery
+         WHERE error_group_id IS NOT NULL {only}
+         GROUP BY error_message
+        ON CONFLICT (digest) DO UPDATE SET last_seen = EXCLUDED.last_seen WHERE m.last_seen < EXCLUDED.last_seen
+        """,  # noqa: S608 - fixed SQL; values are parameters
+        {"source": source_id},
+    )
 
 
 def apply_group_changes(cursor: Any, delta: dict[int, int]) -> None:

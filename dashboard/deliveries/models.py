@@ -16,7 +16,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import connections, models
 from django.db.models import Case, Count, F, Q, Sum, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models.functions import MD5, Coalesce
 from django.urls import reverse
 
 from dashboard.deliveries.links import deliveries_list_url
@@ -485,6 +485,26 @@ class ErrorGroup(models.Model):
         return deliveries_list_url(group=self.pk)
 
 
+class ErrorMessage(models.Model):
+    """One distinct error message that stored deliveries carry: error text is looked for among these (thousands
+    of rows) and the deliveries of the messages found are read through `delivery_message_date`, never by
+    checking the text of millions of deliveries. Kept by ingest and `rebuild_derived`; retention drops a message
+    last seen before the oldest stored delivery."""
+
+    # md5 of the message as Postgres computes it: the deliveries' index is on md5(error_message), so the two match.
+    digest = models.CharField(max_length=32, unique=True)
+    message = models.TextField()
+    error_group = models.ForeignKey(ErrorGroup, on_delete=models.CASCADE, related_name="messages")
+    # Date of the newest delivery stored with this message (it only moves forward).
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["error_group", "-last_seen"], name="errormessage_group_seen")]
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class Delivery(models.Model):
     """One upstream history record: a webhook delivery of one block to one URL."""
 
@@ -527,6 +547,11 @@ class Delivery(models.Model):
             models.Index(fields=["tag", "date"], name="delivery_tag_date"),
             models.Index(fields=["webhook_url", "date"], name="delivery_url_date"),
             models.Index(fields=["error_group", "date"], name="delivery_group_date"),
+            # A failing delivery by its exact message (an ErrorMessage's digest), newest first.
+            models.Index(
+                MD5("error_message"), F("date"), F("id"), condition=Q(error_group__isnull=False),
+                name="delivery_message_date",
+            ),
             models.Index(
                 fields=["date"], condition=~Q(status=DeliveryStatus.DELIVERED), name="delivery_failed_date"
             ),

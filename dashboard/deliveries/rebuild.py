@@ -1,6 +1,7 @@
-"""Derived data recomputed from the stored deliveries: hourly rollups, error-group counts and stream rows.
+"""Derived data recomputed from the stored deliveries: hourly rollups, error-group counts, the distinct error
+messages and stream rows.
 
-Ingest keeps all three exact batch by batch; this is for rows that came another way (the generator's bulk
+Ingest keeps them exact batch by batch; this is for rows that came another way (the generator's bulk
 `INSERT … SELECT`, a restored dump, a manual fix). Rollups are recomputed by the ingest's rollup code, one
 day of rows per transaction under the write lock, so a poll can run meanwhile; rollups of hours that hold
 no stored delivery (kept after retention) are left alone.
@@ -14,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
-from dashboard.deliveries.grouping import recount_error_groups
+from dashboard.deliveries.grouping import rebuild_error_messages, recount_error_groups
 from dashboard.deliveries.ingest import recompute_rollups_between
 from dashboard.deliveries.write_lock import take_write_lock
 
@@ -27,7 +28,8 @@ class Rebuilt:
 
 
 def rebuild_derived(source_id: int | None = None, *, on_day: Callable[[datetime], None] | None = None) -> Rebuilt:
-    """Recompute the rollups and stream rows of one source (all when None) and every error group's count."""
+    """Recompute the rollups, stream rows and error messages of one source (all when None) and every error group's
+    count."""
     only = "" if source_id is None else "WHERE source_id = %(source)s"
     params = {"source": source_id}
     with connection.cursor() as cursor:
@@ -45,6 +47,9 @@ def rebuild_derived(source_id: int | None = None, *, on_day: Callable[[datetime]
             on_day(day)
     streams = _rebuild_streams(source_id)
     recount_error_groups()
+    with transaction.atomic(), connection.cursor() as cursor:
+        take_write_lock(cursor)
+        rebuild_error_messages(cursor, source_id)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM deliveries_hourlyrollup {only}",  # noqa: S608

@@ -40,6 +40,8 @@ class RetentionResult:
     partitions_made: list[str] = field(default_factory=list)
     # Expired partitions left for the next run (their detach waited too long for a lock).
     partitions_deferred: list[str] = field(default_factory=list)
+    # Distinct error messages no stored delivery carries any more.
+    messages_deleted: int = 0
 
 
 def enforce_retention(
@@ -158,12 +160,18 @@ def _delete_expired_rows(
 
 
 def _delete_expired_changes(cutoff: datetime, batch_size: int, max_batches: int, result: RetentionResult) -> None:
-    """The changes polls saw of deliveries that are gone: dated before the cutoff and before the oldest
-    delivery still stored (a week partition keeps some deliveries past the cutoff)."""
+    """The changes polls saw of deliveries that are gone, and the error messages no stored delivery can carry:
+    dated (last seen) before the cutoff and before the oldest delivery still stored (a week partition keeps some
+    deliveries past the cutoff)."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT min(date) FROM {partitions.PARENT}")  # noqa: S608 - a constant
         (oldest,) = cursor.fetchone()
     before = cutoff if oldest is None else min(cutoff, oldest)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Under the write lock: a batch being written may be about to record a message as seen again.
+        take_write_lock(cursor)
+        cursor.execute("DELETE FROM deliveries_errormessage WHERE last_seen < %s", [before])
+        result.messages_deleted = cursor.rowcount
     while result.batches < max_batches:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(

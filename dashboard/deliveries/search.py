@@ -100,9 +100,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ID_PREFIXES = {"stream": "stream", "delivery": "delivery", "id": "delivery"}
 _ERROR_PREFIXES = {"error", "err"}
 ERROR_TEXT_MIN = 3
-# Exact error text is looked for among at most this many of the newest deliveries of the error groups
-# it falls in (read through the (error_group, date) index), so a search never scans a whole group.
-ERROR_TEXT_SCAN_ROWS = 20_000
+# Error text with a part the templates mask is looked for among at most this many of the newest distinct
+# messages of the error groups it falls in (`ErrorMessage`, read through its (error_group, last_seen) index).
+ERROR_TEXT_SCAN_MESSAGES = 20_000
+# The deliveries of at most this many matching messages (the newest) are listed.
+ERROR_MESSAGES_MAX = 1_000
 # Error groups one search may select; their templates are far fewer than deliveries.
 ERROR_GROUPS_MAX = 200
 
@@ -173,10 +175,12 @@ def search_deliveries(deliveries: DeliveryQuerySet, term: SearchTerm) -> SearchO
       delivery id first (one probe), then as a stream id;
     - error text: error *groups* are matched first, by their masked template (`error_template` of the
       text, so "ECONNREFUSED 203.0.113.7:443" finds "connect ECONNREFUSED <ip>"). That ILIKE runs over
-      the error-group table, one row per distinct masked message (hundreds, not millions). Deliveries
-      then come through the (error_group, date) index. When the text has variable parts the template
-      hides (an IP, a status code), the exact text is checked only among the newest ERROR_TEXT_SCAN_ROWS
-      deliveries of the matching groups: a bounded read, never a scan of error_message.
+      the error-group table, one row per distinct masked message (hundreds, not millions). When the
+      templates contain the text, deliveries come through the (error_group, date) index. When the text has
+      variable parts the templates hide (an IP, a host), it is looked for among the newest
+      ERROR_TEXT_SCAN_MESSAGES distinct messages of those groups (`ErrorMessage`), and the deliveries of the
+      messages that contain it come through the index on their message's digest: never a scan of
+      error_message in the deliveries.
     """
     from dashboard.deliveries.models import Delivery
 
@@ -255,14 +259,17 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
 
 
 def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
-    """Failing deliveries whose current error message contains the text, found through the error groups
-    (see search_deliveries): the search box's, the admin's and the deliveries list's `error=` filter."""
+    """Failing deliveries whose current error message contains the text, found through the error groups and
+    the distinct messages (see search_deliveries): the search box's, the admin's and the deliveries list's
+    `error=` filter."""
     from django.db import connections
     from django.db.models import Q
+    from django.db.models.functions import MD5
 
     from dashboard.deliveries.grouping import error_template
-    from dashboard.deliveries.models import Delivery, ErrorGroup
+    from dashboard.deliveries.models import ErrorGroup
 
+    text = " ".join(text.split())
     template = error_template(text)
     group_ids = list(
         ErrorGroup.objects.filter(Q(template__icontains=text) | Q(template__icontains=template))
@@ -280,31 +287,41 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
             deliveries.filter(error_group_id__in=group_ids),
             f"Searched error messages for \u201c{_shown(text)}\u201d: {groups} match.",
         )
-    per_group = max(100, ERROR_TEXT_SCAN_ROWS // len(group_ids))
-    # Each group's newest `per_group` deliveries are those from its floor date on (the date of its
-    # per_group-th newest row, an index-only probe of the (error_group, date) index; none for a smaller
-    # group). As a condition on (error_group, date) rather than a list of ids, a page ordered by date walks
-    # that index newest first, checks the text as it goes and stops at the page's end.
-    connection = connections[deliveries.db]
-    table = connection.ops.quote_name(Delivery._meta.db_table)
-    with connection.cursor() as cursor:
+    # The text has parts the templates mask: it is looked for among each group's newest distinct messages (one
+    # range of the (error_group, last_seen) index a group), and the deliveries come by their messages' digests.
+    per_group = ERROR_TEXT_SCAN_MESSAGES // len(group_ids)  # at least 100: ERROR_GROUPS_MAX groups at most
+    with connections[deliveries.db].cursor() as cursor:
         cursor.execute(
-            f"""
-            SELECT g.id, (SELECT d.date FROM {table} d WHERE d.error_group_id = g.id
-                           ORDER BY d.date DESC OFFSET %s LIMIT 1)
+            """
+            SELECT m.digest, m.error_group_id
               FROM unnest(%s::bigint[]) AS g(id)
-            """,  # noqa: S608 - the table name comes from the model; values are parameters
-            [per_group - 1, group_ids],
+             CROSS JOIN LATERAL (
+                   SELECT digest, error_group_id, message, last_seen FROM deliveries_errormessage
+                    WHERE error_group_id = g.id ORDER BY last_seen DESC LIMIT %s
+             ) AS m
+             -- As the text was typed: whitespace runs read as one space, any case.
+             WHERE strpos(lower(regexp_replace(m.message, '\\s+', ' ', 'g')), lower(%s)) > 0
+             ORDER BY m.last_seen DESC
+             LIMIT %s
+            """,
+            [group_ids, per_group, text, ERROR_MESSAGES_MAX + 1],
         )
-        floors = cursor.fetchall()
-    within = Q(error_group_id__in=[g for g, floor in floors if floor is None])
-    for group_id, floor in floors:
-        if floor is not None:
-            within |= Q(error_group_id=group_id, date__gte=floor)
+        found = cursor.fetchall()
+    if not found:
+        return SearchOutcome(
+            deliveries.none(),
+            f"No error message contains \u201c{_shown(text)}\u201d ({groups} with a matching template searched).",
+        )
+    clipped = len(found) > ERROR_MESSAGES_MAX
+    found = found[:ERROR_MESSAGES_MAX]
+    messages = f"{'the newest ' if clipped else ''}{len(found):,} message{'s' if len(found) != 1 else ''}"
+    # The group condition is what lets Postgres use `delivery_message_date`, an index of the failing rows only.
     return SearchOutcome(
-        deliveries.filter(within, error_message__icontains=text),
-        f"Searched error messages for \u201c{_shown(text)}\u201d among the newest {per_group:,} deliveries "
-        f"of each of {groups} whose template matches.",
+        deliveries.alias(message_digest=MD5("error_message")).filter(
+            error_group_id__in=sorted({group for _, group in found}),
+            message_digest__in=[digest for digest, _ in found],
+        ),
+        f"Searched error messages for \u201c{_shown(text)}\u201d: {messages} of {groups} match.",
     )
 
 

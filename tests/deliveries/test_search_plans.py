@@ -227,3 +227,30 @@ def test_the_generator_leaves_the_event_rollup_as_ingest_would(big_table: Genera
     events = dict(EventRollup.objects.for_event("transfer").values_list("hour").annotate(n=Sum("deliveries")))
     assert events == by_hour and sum(events.values()) == ROWS
     assert EventRollup.objects.event_names(HourlyRollup.hour_of(oldest(big_table).date)) == ["transfer"]
+
+
+def test_error_text_with_a_variable_part_reads_the_deliveries_of_its_messages_through_their_index(
+    big_table: Generated, db: None
+) -> None:
+    """"ECONNREFUSED 203.0.113.7" is one of the two messages of its group ("connect ECONNREFUSED <ip>"): its
+    deliveries come through the message index, newest first, with no text checked row by row, and they are
+    exactly the rows holding the text."""
+    from dashboard.deliveries.search import search_error_text
+
+    text = "ECONNREFUSED 203.0.113.7"
+    with CaptureQueriesContext(connection) as captured:
+        found = search_error_text(Delivery.objects.for_list(), text).deliveries
+        page = [d.pk for d in found.newest_first()[:51]]
+    plans = [explain(q["sql"]) for q in captured.captured_queries]
+    for plan in plans:
+        assert "Seq Scan on deliveries_delivery" not in plan, plan
+        assert removed_by_filter(plan) <= REMOVED_AT_MOST, plan
+    assert "delivery_message_date" in plans[-1], plans[-1]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM (SELECT id, date, error_message ILIKE %s AS hit FROM deliveries_delivery) t"
+            " WHERE hit ORDER BY date DESC, id DESC LIMIT 51",
+            [f"%{text}%"],
+        )
+        assert page == [pk for (pk,) in cursor.fetchall()]
+    assert len(page) == 51

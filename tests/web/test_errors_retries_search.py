@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.deliveries.models import ErrorGroup
+from dashboard.deliveries.models import Delivery, ErrorGroup, ErrorMessage
 from dashboard.sources.models import Source
 from tests.web.conftest import ADDR, STREAM_A, STREAM_B, TX, URL_B, record, store
 
@@ -159,15 +159,11 @@ def test_the_list_of_an_error_group_names_it(plain_source: Source, logged_in_cli
     assert "Error group:" in body and "socket hang up" in body
 
 
-def test_error_text_with_a_variable_part_is_checked_among_each_groups_newest_rows(
-    plain_source: Source, logged_in_client: Client, monkeypatch: pytest.MonkeyPatch
+def test_error_text_with_a_variable_part_finds_the_deliveries_of_each_message_holding_it(
+    plain_source: Source, logged_in_client: Client
 ) -> None:
-    """One error group ("connect ECONNREFUSED <IP>"), 150 deliveries: the oldest 50 to one address, the newest
-    100 to another. With the bound at 100 rows a group, the newer address is found on every row of the list
-    and the older one not at all (it lies past the group's newest 100)."""
-    from dashboard.deliveries import search
-
-    monkeypatch.setattr(search, "ERROR_TEXT_SCAN_ROWS", 100)
+    """One error group ("connect ECONNREFUSED <IP>"), two messages: the oldest 50 deliveries to one address, the
+    newest 100 to another. Each address finds exactly its own deliveries, whatever their age."""
     now = timezone.now()
     store(plain_source, *(
         record(date=now - timedelta(minutes=i), retries=1,
@@ -175,9 +171,38 @@ def test_error_text_with_a_variable_part_is_checked_among_each_groups_newest_row
         for i in range(150)
     ))
     assert ErrorGroup.objects.count() == 1
-    newer = logged_in_client.get("/deliveries/", {"status": "failing", "error": "ECONNREFUSED 10.0.0.2"})
-    assert newer.status_code == 200
-    assert newer.context["matched"].rows == 100
-    assert {d.error_message for d in newer.context["deliveries"]} == {"connect ECONNREFUSED 10.0.0.2:443"}
-    older = logged_in_client.get("/deliveries/", {"status": "failing", "error": "ECONNREFUSED 10.0.0.1"})
-    assert older.context["matched"].rows == 0
+    assert ErrorMessage.objects.count() == 2
+    for address, rows in (("10.0.0.2", 100), ("10.0.0.1", 50)):
+        response = logged_in_client.get("/deliveries/", {"status": "failing", "error": f"econnrefused  {address}"})
+        assert response.status_code == 200
+        assert response.context["matched"].rows == rows
+        assert {d.error_message for d in response.context["deliveries"]} == {f"connect ECONNREFUSED {address}:443"}
+    nothing = logged_in_client.get("/deliveries/", {"status": "failing", "error": "ECONNREFUSED 10.0.0.3"})
+    assert nothing.context["matched"].rows == 0
+
+
+def test_error_text_is_looked_for_among_each_groups_newest_messages(
+    plain_source: Source, logged_in_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """150 messages of one group, one delivery each (message i dated i minutes ago). With the bound at 100
+    messages a group, "10.0.0.1" is found in the newest 100 only (10.0.0.1 and 10.0.0.10–19, not 10.0.0.100–149);
+    with at most 5 messages listed, the deliveries of the newest 5 of those."""
+    from dashboard.deliveries import search
+
+    now = timezone.now()
+    store(plain_source, *(
+        record(date=now - timedelta(minutes=i), retries=1, error=f"connect ECONNREFUSED 10.0.0.{i}:443")
+        for i in range(150)
+    ))
+    assert ErrorMessage.objects.count() == 150
+    found = search.search_error_text(Delivery.objects.all(), "ECONNREFUSED 10.0.0.1")
+    assert found.deliveries.count() == 61 and "61 messages" in found.note
+    monkeypatch.setattr(search, "ERROR_TEXT_SCAN_MESSAGES", 100)
+    found = search.search_error_text(Delivery.objects.all(), "ECONNREFUSED 10.0.0.1")
+    assert found.deliveries.count() == 11
+    monkeypatch.setattr(search, "ERROR_MESSAGES_MAX", 5)
+    found = search.search_error_text(Delivery.objects.all(), "ECONNREFUSED 10.0.0.1")
+    assert set(found.deliveries.values_list("error_message", flat=True)) == {
+        f"connect ECONNREFUSED 10.0.0.{i}:443" for i in (1, 10, 11, 12, 13)
+    }
+    assert "the newest 5 messages" in found.note

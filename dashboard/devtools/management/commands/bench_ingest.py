@@ -21,8 +21,9 @@ from dashboard.deliveries.ingest import COLUMN_NAMES, COPY_TYPES, StoreResult, s
 from dashboard.deliveries.records import parse_records, raw_json
 
 TABLES = (
-    "deliveries_delivery", "deliveries_errorgroup", "deliveries_hourlyrollup", "deliveries_periodrollup",
-    "deliveries_eventrollup", "deliveries_eventperiodrollup", "deliveries_stream", "deliveries_deliverychange",
+    "deliveries_delivery", "deliveries_errorgroup", "deliveries_errormessage", "deliveries_hourlyrollup",
+    "deliveries_periodrollup", "deliveries_eventrollup", "deliveries_eventperiodrollup", "deliveries_stream",
+    "deliveries_deliverychange",
 )
 ERRORS = (
     "connect ECONNREFUSED 203.0.113.{n}:443",
