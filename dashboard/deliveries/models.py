@@ -547,11 +547,10 @@ class Delivery(models.Model):
             models.Index(fields=["tag", "date"], name="delivery_tag_date"),
             models.Index(fields=["webhook_url", "date"], name="delivery_url_date"),
             models.Index(fields=["error_group", "date"], name="delivery_group_date"),
-            # A failing delivery by its exact message (an ErrorMessage's digest), newest first.
-            models.Index(
-                MD5("error_message"), F("date"), F("id"), condition=Q(error_group__isnull=False),
-                name="delivery_message_date",
-            ),
+            # A delivery by its exact message (an ErrorMessage's digest), newest first. Not partial: Postgres keeps
+            # statistics of an index expression only for a whole-table index, and without them it reads every row
+            # of a message to sort them instead of walking this index for a page.
+            models.Index(MD5("error_message"), F("date"), F("id"), name="delivery_message_date"),
             models.Index(
                 fields=["date"], condition=~Q(status=DeliveryStatus.DELIVERED), name="delivery_failed_date"
             ),

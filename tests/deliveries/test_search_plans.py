@@ -133,9 +133,13 @@ def test_every_key_is_found_without_filtering_the_table(big_table: Generated, db
     text = terms(big_table)[kind]
     ids, plans = newest_page(text)
     assert ids and ids == truth(text), kind
+    # A frequent key's page walks the date index newest first (one walk a partition, merged), rechecking the key:
+    # about a page of rows at the key's share, twice that at most; any other plan, a few thousand rows at most.
+    held = Delivery.objects.filter(search_keys__overlap=list(parse_search(text).keys)).count()
+    bound = max(REMOVED_AT_MOST, 2 * 51 * ROWS // held) if held > KEY_CANDIDATES else REMOVED_AT_MOST
     for plan in plans:
         assert "Seq Scan on deliveries_delivery" not in plan or "never executed" in plan, plan
-        assert removed_by_filter(plan) <= REMOVED_AT_MOST, plan
+        assert removed_by_filter(plan) <= bound, plan
     if kind in ("rare tx hash", "address in ~80 rows", "block", "rare event"):
         # A rare key: its ids and dates come from the GIN index, the page from those rows alone: by id or by
         # its dates, an index condition however the planner orders the page.

@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='delivery',
-            index=models.Index(django.db.models.functions.text.MD5('error_message'), models.F('date'), models.F('id'), condition=models.Q(('error_group__isnull', False)), name='delivery_message_date'),
+            index=models.Index(django.db.models.functions.text.MD5('error_message'), models.F('date'), models.F('id'), name='delivery_message_date'),
         ),
         migrations.AddField(
             model_name='errormessage',
