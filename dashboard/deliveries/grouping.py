@@ -54,9 +54,8 @@ def group_ids_for(cursor: Any, messages: Iterable[tuple[str, datetime]]) -> dict
     for message, date in messages:
         if not message:
             continue
+        newest[message] = max(date, newest.get(message, date))
         fp = message_fp.get(message)
-        if fp is None or date > newest[message]:
-            newest[message] = date
         template = error_template(message)
         if fp is None:
             fp = error_fingerprint(template)

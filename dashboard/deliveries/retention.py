@@ -66,7 +66,7 @@ def enforce_retention(
             _drop_partition(partition.name, result)
         elif not partition.is_week and (partition.start is None or partition.start < delivery_cutoff):
             _delete_expired_rows(partition.name, delivery_cutoff, batch_size, max_batches, result)
-    _delete_expired_changes(delivery_cutoff, batch_size, max_batches, result)
+    _delete_what_outlived_the_deliveries(delivery_cutoff, batch_size, max_batches, result)
     # A period rollup goes when its whole period is before the cutoff.
     cutoffs = [(table, rollup_cutoff) for table in ROLLUP_TABLES]
     cutoffs += [(table, PeriodRollup.period_of(rollup_cutoff)) for table, _hourly, _extra in PERIOD_TABLES]
@@ -159,7 +159,7 @@ def _delete_expired_rows(
             break
 
 
-def _delete_expired_changes(cutoff: datetime, batch_size: int, max_batches: int, result: RetentionResult) -> None:
+def _delete_what_outlived_the_deliveries(cutoff: datetime, batch_size: int, max_batches: int, result: RetentionResult) -> None:
     """The changes polls saw of deliveries that are gone, and the error messages no stored delivery can carry:
     dated (last seen) before the cutoff and before the oldest delivery still stored (a week partition keeps some
     deliveries past the cutoff)."""

@@ -293,10 +293,10 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
     with connections[deliveries.db].cursor() as cursor:
         cursor.execute(
             """
-            SELECT m.digest, m.error_group_id
+            SELECT m.digest
               FROM unnest(%s::bigint[]) AS g(id)
              CROSS JOIN LATERAL (
-                   SELECT digest, error_group_id, message, last_seen FROM deliveries_errormessage
+                   SELECT digest, message, last_seen FROM deliveries_errormessage
                     WHERE error_group_id = g.id ORDER BY last_seen DESC LIMIT %s
              ) AS m
              -- As the text was typed: whitespace runs read as one space, any case.
@@ -306,7 +306,7 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
             """,
             [group_ids, per_group, text, ERROR_MESSAGES_MAX + 1],
         )
-        found = cursor.fetchall()
+        found = [digest for (digest,) in cursor.fetchall()]
     if not found:
         return SearchOutcome(
             deliveries.none(),
@@ -316,7 +316,7 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
     found = found[:ERROR_MESSAGES_MAX]
     messages = f"{'the newest ' if clipped else ''}{len(found):,} message{'s' if len(found) != 1 else ''}"
     return SearchOutcome(
-        deliveries.alias(message_digest=MD5("error_message")).filter(message_digest__in=[d for d, _ in found]),
+        deliveries.alias(message_digest=MD5("error_message")).filter(message_digest__in=found),
         f"Searched error messages for \u201c{_shown(text)}\u201d: {messages} of {groups} match.",
     )
 
