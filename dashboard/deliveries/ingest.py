@@ -2,25 +2,31 @@
 
 One batch is one transaction:
 1. records are parsed in Python (`records.py`: status, search keys, a digest of the record);
-2. their rows are sent with binary COPY into a temporary staging table;
-3. one INSERT … SELECT … ON CONFLICT (id, date) DO UPDATE … WHERE the digest differs writes only new and
-   changed rows into their week's partition (made first if missing, `partitions.py`) and returns them with their
-   previous state;
-4. from those rows alone, error group counts are adjusted, the touched (stream, hour) rollups recomputed
-   from the stored rows and the streams table updated.
+2. the digests already stored under the batch's ids are read: a record stored with the same digest is
+   unchanged and not written again;
+3. records whose id is not stored yet (most of a poll's) are sent with binary COPY straight into the
+   deliveries table, each row to its week's partition (made first if missing, `partitions.py`);
+4. records stored with another digest (a retry, a changed status) are sent with binary COPY into a temporary
+   staging table, and one INSERT … SELECT … ON CONFLICT (id, date) DO UPDATE rewrites them and returns them
+   with their previous state;
+5. from the written rows alone (and the rows they replaced), error group counts and the rollups are adjusted
+   (a delivery added under its dimensions, a replaced row taken away under its own: no hour's rows are read
+   again) and the streams table updated.
 
 Writers take the write lock (`write_lock.py`), so concurrent batches (two pollers, a backfill, the retention
-task) never interleave their derived-data updates: counts and rollups stay exact.
+task) never interleave their derived-data updates: counts and rollups stay exact, and no row can be stored
+under a batch's ids between step 2 and the writes that follow it.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -109,40 +115,125 @@ def store_records(
     return result
 
 
+class Counted(NamedTuple):
+    """What the rollups count of one delivery row: its dimensions and decoded event names."""
+
+    source_id: int
+    date: datetime
+    stream_id: str
+    tag: str
+    webhook_url: str
+    chain_id: str
+    status: str
+    error_group_id: int | None
+    retries: int
+    events: tuple[str, ...]
+    is_test: bool
+
+
+class Written(NamedTuple):
+    """A row the batch wrote, with the row it replaced (None for a new delivery)."""
+
+    id: uuid.UUID
+    row: Counted
+    old: Counted | None
+
+
 def store_parsed(source_id: int, parsed: Sequence[ParsedRecord], result: StoreResult, *, now: datetime | None = None) -> None:
     now = now or timezone.now()
     with transaction.atomic(), connection.cursor() as cursor:
         take_write_lock(cursor)
         ensure_partitions(cursor, (p.date for p in parsed))
         group_ids = group_ids_for(cursor, ((p.error_message, p.date) for p in parsed))
-        _copy_to_stage(cursor, source_id, parsed, group_ids, now)
-        changed = _upsert_from_stage(cursor)
-        _drop_moved(cursor, changed)
-        result.unchanged += len(parsed) - len(changed)
-        if not changed:
+        stored = _stored_digests(cursor, [p.id for p in parsed])
+        new = [p for p in parsed if p.id not in stored]
+        rewritten = [p for p in parsed if p.id in stored and stored[p.id] != p.record_hash]
+        written = _insert_new(cursor, source_id, new, group_ids, now) if new else []
+        if rewritten:
+            _copy_to_stage(cursor, source_id, rewritten, group_ids, now)
+            written += _upsert_from_stage(cursor, {p.id: p for p in rewritten})
+        _drop_moved(cursor, written)
+        result.unchanged += len(parsed) - len(written)
+        if not written:
             return
         group_delta: dict[int, int] = defaultdict(int)
-        touched: set[tuple[int, str, datetime]] = set()
-        for row in changed:
-            (_id, src, date, stream_id, status, group_id, existed, old_date, old_stream, old_status, old_group) = row
-            touched.add((src, stream_id, HourlyRollup.hour_of(date)))
-            if group_id is not None:
-                group_delta[group_id] += 1
-            if existed:
-                result.updated += 1
-                touched.add((src, old_stream, HourlyRollup.hour_of(old_date)))
-                if old_group is not None:
-                    group_delta[old_group] -= 1
-                if status != DeliveryStatus.DELIVERED and old_status == DeliveryStatus.DELIVERED:
-                    result.new_failures += 1
-            else:
+        for w in written:
+            if w.row.error_group_id is not None:
+                group_delta[w.row.error_group_id] += 1
+            if w.old is None:
                 result.inserted += 1
-                if status != DeliveryStatus.DELIVERED:
+                if w.row.status != DeliveryStatus.DELIVERED:
                     result.new_failures += 1
+                continue
+            result.updated += 1
+            if w.old.error_group_id is not None:
+                group_delta[w.old.error_group_id] -= 1
+            if w.row.status != DeliveryStatus.DELIVERED and w.old.status == DeliveryStatus.DELIVERED:
+                result.new_failures += 1
         apply_group_changes(cursor, group_delta)
-        refresh_rollups(cursor, touched)
-        written = {row[0] for row in changed}
-        _update_streams(cursor, source_id, [p for p in parsed if p.id in written])
+        # Each written row counts once more under its dimensions, a replaced row once less under its own.
+        add_to_rollups(cursor, [(w.row, 1) for w in written] + [(w.old, -1) for w in written if w.old is not None])
+        ids = {w.id for w in written}
+        _update_streams(cursor, source_id, [p for p in parsed if p.id in ids])
+
+
+def _counted(p: ParsedRecord, source_id: int, group_id: int | None) -> Counted:
+    return Counted(
+        source_id, p.date, p.stream_id, p.tag, p.webhook_url, p.chain_id, p.status, group_id, p.retries,
+        tuple(key[6:] for key in p.search_keys if key.startswith("event:")), p.is_test,
+    )
+
+
+def _group_of(p: ParsedRecord, group_ids: dict[str, int]) -> int | None:
+    return group_ids.get(p.error_message) if p.error_message else None
+
+
+def _stored_digests(cursor: Any, ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The digest stored under each of these ids that is stored at all (whatever its date)."""
+    cursor.execute("SELECT id, record_hash FROM deliveries_delivery WHERE id = ANY(%s::uuid[])", [ids])
+    return dict(cursor.fetchall())
+
+
+def _insert_new(
+    cursor: Any, source_id: int, new: Sequence[ParsedRecord], group_ids: dict[str, int], now: datetime
+) -> list[Written]:
+    """COPY records stored under no id yet into the deliveries table and record the failing ones' first
+    attempt state."""
+    copy_rows(cursor, "deliveries_delivery", source_id, new, group_ids, now)
+    failing = [p for p in new if p.status != DeliveryStatus.DELIVERED]
+    if failing:
+        cursor.execute(
+            """
+            INSERT INTO deliveries_deliverychange (delivery_id, date, seen_at, retries, status, error_message)
+            SELECT t.id, t.date, %s, t.retries, t.status, t.error_message
+              FROM unnest(%s::uuid[], %s::timestamptz[], %s::int[], %s::varchar[], %s::text[])
+                   AS t(id, date, retries, status, error_message)
+            """,
+            [now, [p.id for p in failing], [p.date for p in failing], [p.retries for p in failing],
+             [p.status for p in failing], [p.error_message for p in failing]],
+        )
+    return [Written(p.id, _counted(p, source_id, _group_of(p, group_ids)), None) for p in new]
+
+
+def copy_rows(
+    cursor: Any, table: str, source_id: int, parsed: Sequence[ParsedRecord], group_ids: dict[str, int], now: datetime
+) -> None:
+    """Send parsed records' rows into `table` (the deliveries table's columns) with one binary COPY."""
+    raw = cursor.cursor  # the psycopg cursor under Django's wrapper, inside the same transaction
+    columns = ", ".join(COLUMN_NAMES)
+    with raw.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(COPY_TYPES)
+        for p in parsed:
+            copy.write_row(
+                (
+                    p.id, source_id, p.date, p.stream_id, p.tag, p.webhook_url, p.chain_id, p.confirmed,
+                    p.block_number, p.records, p.retries, p.error_message, p.status,
+                    _group_of(p, group_ids),
+                    p.search_keys, Jsonb(p.tiny_payload, dumps=raw_json),
+                    Jsonb(p.payload, dumps=raw_json) if p.payload is not None else None,
+                    p.record_hash, now, now, p.is_test,
+                )
+            )
 
 
 def _copy_to_stage(
@@ -154,28 +245,14 @@ def _copy_to_stage(
     )
     # Normally empty already (ON COMMIT DELETE ROWS); a savepoint rolled back mid-batch can leave rows.
     cursor.execute(f"TRUNCATE {STAGE_TABLE}")
-    raw = cursor.cursor  # the psycopg cursor under Django's wrapper, inside the same transaction
-    columns = ", ".join(COLUMN_NAMES)
-    with raw.copy(f"COPY {STAGE_TABLE} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(COPY_TYPES)
-        for p in parsed:
-            copy.write_row(
-                (
-                    p.id, source_id, p.date, p.stream_id, p.tag, p.webhook_url, p.chain_id, p.confirmed,
-                    p.block_number, p.records, p.retries, p.error_message, p.status,
-                    group_ids.get(p.error_message) if p.error_message else None,
-                    p.search_keys, Jsonb(p.tiny_payload, dumps=raw_json),
-                    Jsonb(p.payload, dumps=raw_json) if p.payload is not None else None,
-                    p.record_hash, now, now, p.is_test,
-                )
-            )
+    copy_rows(cursor, STAGE_TABLE, source_id, parsed, group_ids, now)
 
 
-def _drop_moved(cursor: Any, changed: list[tuple[Any, ...]]) -> None:
+def _drop_moved(cursor: Any, written: list[Written]) -> None:
     """Delete the old row of a record whose date changed upstream. The key is (id, date), so the upsert
-    inserted the record anew; `changed` already counts it as an update from its old state (group counts, both
+    inserted the record anew; `written` already counts it as an update from its old state (group counts, both
     hours' rollups), and only the old row is left to go."""
-    moved = [(row[0], row[7]) for row in changed if row[6] and row[7] != row[2]]
+    moved = [(w.id, w.old.date) for w in written if w.old is not None and w.old.date != w.row.date]
     if moved:
         cursor.execute(
             """
@@ -186,8 +263,10 @@ def _drop_moved(cursor: Any, changed: list[tuple[Any, ...]]) -> None:
         )
 
 
-def _upsert_from_stage(cursor: Any) -> list[tuple[Any, ...]]:
-    """Insert new rows and rewrite changed ones; return those rows with their previous state."""
+def _upsert_from_stage(cursor: Any, staged: dict[uuid.UUID, ParsedRecord]) -> list[Written]:
+    """Write the staged rows (stored before under their id, with another digest): rewrite them in place, or
+    insert them anew where their date changed (`_drop_moved` then deletes the old row); return them with their
+    previous state."""
     columns = ", ".join(COLUMN_NAMES)
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATED_COLUMNS)
     # All parts of one statement see the same snapshot: `old` is the state before the upsert.
@@ -195,7 +274,8 @@ def _upsert_from_stage(cursor: Any) -> list[tuple[Any, ...]]:
     cursor.execute(
         f"""
         WITH old AS (
-            SELECT d.id, d.date, d.stream_id, d.status, d.error_group_id, d.retries, d.error_message
+            SELECT d.id, d.source_id, d.date, d.stream_id, d.tag, d.webhook_url, d.chain_id, d.status,
+                   d.error_group_id, d.retries, {_EVENTS} AS events, d.is_test, d.error_message
               FROM deliveries_delivery d JOIN {STAGE_TABLE} s ON s.id = d.id
         ), written AS (
             INSERT INTO deliveries_delivery AS d ({columns})
@@ -214,12 +294,18 @@ def _upsert_from_stage(cursor: Any) -> list[tuple[Any, ...]]:
                 OR (o.id IS NOT NULL AND (o.retries, o.error_message, o.status)
                                          IS DISTINCT FROM (w.retries, w.error_message, w.status))
         )
-        SELECT w.id, w.source_id, w.date, w.stream_id, w.status, w.error_group_id,
-               o.id IS NOT NULL, o.date, o.stream_id, o.status, o.error_group_id
+        SELECT w.id, w.source_id, w.error_group_id, o.id IS NOT NULL, o.source_id, o.date, o.stream_id, o.tag,
+               o.webhook_url, o.chain_id, o.status, o.error_group_id, o.retries, o.events, o.is_test
           FROM written w LEFT JOIN old o ON o.id = w.id
         """,  # noqa: S608 - table and column names are constants
     )
-    return list(cursor.fetchall())
+    return [
+        Written(
+            id_, _counted(staged[id_], source_id, group_id),
+            Counted._make((*old[:9], tuple(e[6:] for e in old[9]), old[10])) if existed else None,
+        )
+        for id_, source_id, group_id, existed, *old in cursor.fetchall()
+    ]
 
 
 ROLLUP_DIMENSIONS = "source_id, hour, stream_id, tag, webhook_url, chain_id, status, error_group_id, retries"
@@ -281,6 +367,103 @@ def refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> Non
 
 
 ROLLUP_COLUMNS = "tag, webhook_url, chain_id, status, error_group_id, retries"
+
+# Adding new deliveries' counts to all four rollup tables in one statement. `delta` holds the counts per
+# hourly dimensions (k numbers them), `delta_events` each delta row's event names; each table's counts are
+# summed from them (a period's by its start), and each summed row is added to the stored row of the same
+# dimensions, or inserted when there is none. Rollup rows are distinct in their dimensions (every writer groups
+# by all of them), so one stored row at most matches.
+_ADD_SOURCES = {
+    "deliveries_hourlyrollup": ("d.hour", "delta d", ""),
+    "deliveries_eventrollup": ("d.hour", "delta d JOIN delta_events e ON e.k = d.k", ", e.event"),
+    "deliveries_periodrollup": ("date_bin(%(period)s, d.hour, %(origin)s)", "delta d", ""),
+    "deliveries_eventperiodrollup": (
+        "date_bin(%(period)s, d.hour, %(origin)s)", "delta d JOIN delta_events e ON e.k = d.k", ", e.event"
+    ),
+}
+_ADD_PARTS = """
+, sums_{n} AS MATERIALIZED (
+    SELECT row_number() OVER () AS k, s.* FROM (
+        SELECT d.source_id, {hour} AS hour, d.stream_id, d.tag, d.webhook_url, d.chain_id, d.status,
+               d.error_group_id, d.retries{event}, sum(d.n) AS deliveries
+          FROM {source}
+         GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9{event_group}
+        HAVING sum(d.n) <> 0
+    ) s
+), added_{n} AS (
+    UPDATE {table} r SET deliveries = r.deliveries + a.deliveries
+      FROM sums_{n} a
+     WHERE r.stream_id = a.stream_id AND r.hour = a.hour AND r.source_id = a.source_id AND r.tag = a.tag
+       AND r.webhook_url = a.webhook_url AND r.chain_id = a.chain_id AND r.status = a.status
+       AND r.error_group_id IS NOT DISTINCT FROM a.error_group_id AND r.retries = a.retries{event_match}
+    RETURNING a.k
+), inserted_{n} AS (
+    INSERT INTO {table} ({dimensions}{event_column}, deliveries)
+    SELECT {dimensions}{event_column}, deliveries FROM sums_{n}
+     WHERE deliveries > 0 AND k NOT IN (SELECT k FROM added_{n})
+)"""
+_ADD_DELTA = """
+WITH delta AS MATERIALIZED (
+    SELECT * FROM unnest(%(k)s::int[], %(source)s::bigint[], %(hour)s::timestamptz[], %(stream)s::varchar[],
+                         %(tag)s::varchar[], %(url)s::varchar[], %(chain)s::varchar[], %(status)s::varchar[],
+                         %(group)s::bigint[], %(retries)s::int[], %(n)s::bigint[])
+           AS t(k, source_id, hour, stream_id, tag, webhook_url, chain_id, status, error_group_id, retries, n)
+), delta_events AS MATERIALIZED (
+    SELECT * FROM unnest(%(event_k)s::int[], %(event)s::varchar[]) AS t(k, event)
+)"""
+# After a subtraction: the touched hours' (and periods') rollup rows that count nothing any more.
+_DELETE_EMPTY_PART = """deleted_{n} AS (
+    DELETE FROM {table} r
+     USING (SELECT DISTINCT stream_id, {hour} AS hour FROM unnest(%(stream)s::varchar[], %(hour)s::timestamptz[])
+                   AS d(stream_id, hour)) t
+     WHERE r.stream_id = t.stream_id AND r.hour = t.hour AND r.deliveries <= 0
+)"""
+_DELETE_EMPTY_ROLLUPS = (
+    "WITH "
+    + ", ".join(_DELETE_EMPTY_PART.format(n=n, table=table, hour=hour)
+                for n, (table, (hour, _source, _event)) in enumerate(_ADD_SOURCES.items()))
+    + " SELECT 1"
+)
+_ADD_TO_ROLLUPS = (
+    _ADD_DELTA
+    + "".join(
+        _ADD_PARTS.format(
+            n=n, table=table, hour=hour, source=source, event=event, event_group=", 10" if event else "",
+            event_match=" AND r.event = a.event" if event else "", event_column=", event" if event else "",
+            dimensions=ROLLUP_DIMENSIONS,
+        )
+        for n, (table, (hour, source, event)) in enumerate(_ADD_SOURCES.items())
+    )
+    + "\nSELECT 1"  # noqa: S608 - table and column names are constants
+)
+
+
+def add_to_rollups(cursor: Any, rows: Iterable[tuple[Counted, int]]) -> None:
+    """Add each row's sign (1: a delivery now stored, -1: one no longer stored as it was) to the rollups of all
+    four tables, without reading the stored rows of their hours; rollup rows left counting nothing go."""
+    counts: dict[tuple[Any, ...], int] = defaultdict(int)
+    for row, sign in rows:
+        # A test webhook is no chain event: it stays out of the counts every rate and chart reads.
+        if not row.is_test:
+            counts[(row.source_id, HourlyRollup.hour_of(row.date), *row[2:10])] += sign
+    # In one order whatever the batch, so that writers lock rollup rows alike (None sorts first).
+    deltas = sorted(((key, n) for key, n in counts.items() if n), key=lambda kn: tuple((v is not None, v) for v in kn[0]))
+    if not deltas:
+        return
+    names = ("source", "hour", "stream", "tag", "url", "chain", "status", "group", "retries")
+    params: dict[str, Any] = {name: [] for name in (*names, "n", "event_k", "event")}
+    params.update(k=list(range(len(deltas))), period=ROLLUP_PERIOD, origin=PERIOD_ORIGIN)
+    for k, (key, n) in enumerate(deltas):
+        for name, value in zip(names, key[:-1], strict=True):
+            params[name].append(value)
+        params["n"].append(n)
+        params["event_k"].extend([k] * len(key[-1]))
+        params["event"].extend(key[-1])
+    cursor.execute(_ADD_TO_ROLLUPS, params)
+    if any(n < 0 for _key, n in deltas):
+        cursor.execute(_DELETE_EMPTY_ROLLUPS, {"stream": params["stream"], "hour": params["hour"],
+                                               "period": ROLLUP_PERIOD, "origin": PERIOD_ORIGIN})
+
 
 
 # Each period rollup table, the hourly table it sums, and the columns it has beside the shared dimensions.

@@ -582,7 +582,7 @@ class DeliveryChange(models.Model):
     """What a poll saw of a delivery when it first saw it failing, and each time its retries, error text or
     status changed afterwards: the attempt history as observed, with when it was seen.
 
-    Written by the ingest write path in the same statement as the delivery (see ingest._upsert_from_stage);
+    Written by the ingest write path in the transaction that writes the delivery (see ingest.store_parsed);
     a delivery first seen delivered has none. No foreign key: retention deletes deliveries in bulk and these
     by the same date."""
 
@@ -636,7 +636,8 @@ class RollupCounts(models.Model):
 
 
 class HourlyRollup(RollupCounts):
-    """Delivery counts per hour and dimension, recomputed exactly for every hour and stream an ingest touches.
+    """Delivery counts per hour and dimension, kept exact by ingest (each written row added under its
+    dimensions, each replaced row taken away under its own) and recomputed from the rows by a rebuild.
 
     Kept for ROLLUP_RETENTION_DAYS, longer than the deliveries themselves.
     """
@@ -654,8 +655,9 @@ class HourlyRollup(RollupCounts):
 
 class PeriodRollup(RollupCounts):
     """The hourly rollups summed per ROLLUP_PERIOD (six hours from midnight UTC): what a long window reads for
-    its whole periods, a sixth of the rows or fewer. Recomputed from the hourly rows of every period an
-    ingest touches (`ingest.refresh_rollups`), so it is exactly their sum."""
+    its whole periods, a sixth of the rows or fewer. Ingest adds and takes away the same counts here as in the
+    hourly rows (`ingest.add_to_rollups`); a rebuild or a search-key refresh recomputes it from the hourly rows
+    (`ingest.refresh_periods`), so it is exactly their sum."""
 
     objects = PeriodRollupQuerySet.as_manager()
 
@@ -693,7 +695,7 @@ def event_rollup_indexes(prefix: str) -> list[models.Index]:
 class EventRollup(EventCounts):
     """The hourly rollup once more, per decoded event name: `deliveries` counts the deliveries of the hour and
     dimensions whose payload holds that event (their `event:<name>` search key). A delivery with two events
-    counts under each; one with none is in no row. Written by the same statement as `HourlyRollup`
+    counts under each; one with none is in no row. Written by the same statements as `HourlyRollup`
     (ingest.py), so both tables always describe the same rows; kept as long."""
 
     objects = EventRollupQuerySet.as_manager()

@@ -163,3 +163,54 @@ def test_numbers_as_strings_nulls_and_odd_dates_are_read_as_the_upstream_meant()
     assert (rows[4].tag, rows[4].error_message, rows[4].status, rows[4].date) == ("", "", "delivered", T0)
     assert rows[5].date == T0 + timedelta(microseconds=123456)
     assert_derived_exact()
+
+
+def test_rollups_follow_new_and_changed_rows_without_recounting_their_hours() -> None:
+    from dashboard.deliveries.models import EventPeriodRollup, EventRollup, PeriodRollup
+    from tests.web.test_decoded_payload import payload
+
+    source = make_source_row()
+
+    def decoded(n: int, *, minutes: int, stream: str = "s1", error: str = "", retries: int = 0,
+                logs: slice = slice(None)) -> dict[str, Any]:
+        # Decoded events (transfer, transferbatch unless `logs` leaves it out): every rollup table gets rows.
+        return record(n, minutes=minutes, stream=stream, error=error, retries=retries,
+                      payload=payload(retries=retries, logs=payload()["logs"][logs]) | {"block": {"number": str(1000 + n)}})
+
+    # From 10:22 to 12:35 (hours 10:00, 11:00 and 12:00, one six-hour period), two streams, some failing.
+    first = [decoded(n, minutes=n * 7, stream=f"s{n % 2}", error="socket hang up" if n % 3 == 0 else "",
+                     retries=n % 3) for n in range(1, 21)]
+    store_records(source, first)
+    assert_derived_exact()
+    ten = T0.replace(minute=0)
+    kept = set(HourlyRollup.objects.filter(hour=ten).values_list("pk", flat=True))
+    kept_events = set(EventRollup.objects.filter(hour=ten).values_list("pk", flat=True))
+    assert kept and kept_events
+
+    # New rows in 10:00 only add to its rows; record 12 (11:39) now succeeds, and its payload holds no
+    # transferbatch event any more: it leaves its old rows and joins others, beside a new row in 11:00;
+    # 12:00 gains a new failing row with its first group.
+    result = store_records(source, [
+        decoded(101, minutes=0, stream="s1", retries=1), decoded(102, minutes=1, stream="s1"),
+        decoded(103, minutes=2, stream="s0", error="socket hang up", retries=1),
+        decoded(12, minutes=84, stream="s0", retries=2, logs=slice(0, 1)),
+        decoded(104, minutes=86, stream="s0"),
+        decoded(105, minutes=130, stream="s1", error="Request failed with status code 502", retries=4),
+    ])
+
+    assert (result.inserted, result.updated, result.unchanged) == (5, 1, 0)
+    assert_derived_exact()
+    # The 10:00 rows that existed are the same rows, counted up in place.
+    assert kept <= set(HourlyRollup.objects.filter(hour=ten).values_list("pk", flat=True))
+    assert kept_events <= set(EventRollup.objects.filter(hour=ten).values_list("pk", flat=True))
+    # Record 1's row (s1, delivered after one retry) now counts record 101 too.
+    delivered_s1 = HourlyRollup.objects.get(hour=ten, stream_id="s1", status="delivered", retries=1)
+    assert (delivered_s1.pk in kept, delivered_s1.deliveries) == (True, 2)
+    total = Delivery.objects.count()
+    for model in (HourlyRollup, PeriodRollup):
+        assert sum(model.objects.values_list("deliveries", flat=True)) == total == 25
+    for model in (EventRollup, EventPeriodRollup):
+        assert sum(model.objects.filter(event="transfer").values_list("deliveries", flat=True)) == total
+        assert sum(model.objects.filter(event="transferbatch").values_list("deliveries", flat=True)) == total - 1
+    for model in (HourlyRollup, PeriodRollup, EventRollup, EventPeriodRollup):
+        assert not model.objects.filter(deliveries__lte=0).exists()

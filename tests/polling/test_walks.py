@@ -226,7 +226,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
     sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = {"n": 0}
-    original = ingest.refresh_rollups
+    original = ingest.add_to_rollups
 
     def failing(*args: Any) -> None:
         calls["n"] += 1
@@ -234,7 +234,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
             raise RuntimeError("killed mid-page")
         original(*args)
 
-    monkeypatch.setattr(ingest, "refresh_rollups", failing)
+    monkeypatch.setattr(ingest, "add_to_rollups", failing)
     with pytest.raises(RuntimeError):
         poll_head(sim_source)
     walk = HistoryWalk.objects.get(source=sim_source, kind="head")
@@ -243,7 +243,7 @@ def test_a_page_that_fails_half_way_writes_nothing_and_the_next_run_completes(
     sim_source.refresh_from_db()
     assert sim_source.last_error_kind == "internal"
 
-    monkeypatch.setattr(ingest, "refresh_rollups", original)
+    monkeypatch.setattr(ingest, "add_to_rollups", original)
     poll_head(sim_source)
 
     assert_matches_upstream(sim)

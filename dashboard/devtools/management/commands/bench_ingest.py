@@ -14,11 +14,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection, transaction
-from psycopg.types.json import Jsonb
 
 from dashboard.deliveries import partitions
-from dashboard.deliveries.ingest import COLUMN_NAMES, COPY_TYPES, StoreResult, store_parsed
-from dashboard.deliveries.records import parse_records, raw_json
+from dashboard.deliveries.ingest import StoreResult, copy_rows, store_parsed
+from dashboard.deliveries.records import parse_records
 
 TABLES = (
     "deliveries_delivery", "deliveries_errorgroup", "deliveries_errormessage", "deliveries_hourlyrollup",
@@ -43,6 +42,10 @@ class Command(BaseCommand):
         parser.add_argument("--rows", type=int, default=20_000)
         parser.add_argument("--batch", type=int, default=1_000, help="Rows per transaction (a poll page is 100).")
         parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument(
+            "--interval", type=float, default=6.0, metavar="SECONDS",
+            help="Seconds between two records' dates (0.0864 is a million a day, as dense as the heaviest streams).",
+        )
         parser.add_argument("--rounds", type=int, default=3, help="Rounds on fresh tables; medians are shown.")
         parser.add_argument(
             "--profile", type=int, default=0, metavar="N",
@@ -50,13 +53,16 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args: Any, rows: int, batch: int, seed: int, rounds: int, profile: int = 0, **options: Any
+        self, *args: Any, rows: int, batch: int, seed: int, rounds: int, profile: int = 0, interval: float = 6.0,
+        **options: Any,
     ) -> None:
-        records = _records(rows, random.Random(seed))
+        records = _records(rows, random.Random(seed), interval)
         size = sum(len(r["payload_bytes"]) for r in records) / len(records)
         for r in records:
             del r["payload_bytes"]
-        self.stdout.write(f"{rows} records, ~{size / 1024:.1f} KB payload each, {batch} per transaction")
+        self.stdout.write(
+            f"{rows} records, ~{size / 1024:.1f} KB payload each, {batch} per transaction, {interval:g} s apart"
+        )
         with connection.cursor() as cursor:
             cursor.execute("SHOW default_toast_compression")
             self.stdout.write(f"server default TOAST compression: {cursor.fetchone()[0]}")
@@ -157,23 +163,10 @@ def _make_schema(name: str) -> None:
 
 
 def _plain_copy(parsed: list[Any], batch: int) -> None:
-    columns = ", ".join(COLUMN_NAMES)
     now = datetime.now(UTC)
     for start in range(0, len(parsed), batch):
         with transaction.atomic(), connection.cursor() as cursor:
-            raw = cursor.cursor
-            with raw.copy(f"COPY bench_copy.deliveries_delivery ({columns}) FROM STDIN (FORMAT BINARY)") as out:
-                out.set_types(COPY_TYPES)
-                for p in parsed[start : start + batch]:
-                    out.write_row(
-                        (
-                            p.id, 1, p.date, p.stream_id, p.tag, p.webhook_url, p.chain_id, p.confirmed,
-                            p.block_number, p.records, p.retries, p.error_message, p.status, None,
-                            p.search_keys, Jsonb(p.tiny_payload, dumps=raw_json),
-                            Jsonb(p.payload, dumps=raw_json) if p.payload is not None else None,
-                            p.record_hash, now, now, p.is_test,
-                        )
-                    )
+            copy_rows(cursor, "bench_copy.deliveries_delivery", 1, parsed[start : start + batch], {}, now)
 
 
 def _upsert(parsed: list[Any], batch: int) -> None:
@@ -193,7 +186,7 @@ def _hex(r: random.Random, nbytes: int) -> str:
     return "0x" + r.randbytes(nbytes).hex()
 
 
-# The first record's date; each next one six seconds later.
+# The first record's date; each next one `interval` seconds later.
 RECORDS_START = datetime(2026, 1, 1, tzinfo=UTC)
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
 ERC20_ABI = [
@@ -213,7 +206,7 @@ def _padded(address: str) -> str:
     return "0x" + address[2:].rjust(64, "0")
 
 
-def _records(count: int, r: random.Random) -> list[dict[str, Any]]:
+def _records(count: int, r: random.Random, interval: float = 6.0) -> list[dict[str, Any]]:
     """Records shaped like the upstream's, with ~5 KB EVM payloads (logs, txs, internal txs, transfers)."""
     import orjson
 
@@ -257,7 +250,7 @@ def _records(count: int, r: random.Random) -> list[dict[str, Any]]:
         }
         record = {
             "id": str(uuid.UUID(int=r.getrandbits(128), version=4)),
-            "date": (start + timedelta(seconds=n * 6)).isoformat().replace("+00:00", "Z"),
+            "date": (start + timedelta(seconds=n * interval)).isoformat().replace("+00:00", "Z"),
             "tinyPayload": {"chainId": "0x1", "confirmed": n % 2 == 1, "block": str(block), "records": 5,
                             "retries": retries},
             "errorMessage": r.choice(ERRORS).format(n=r.randint(1, 250)) if failing else "",
