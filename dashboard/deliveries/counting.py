@@ -46,11 +46,13 @@ def bounded_count(queryset: QuerySet[Any], exact_limit: int | None = None) -> Ro
     given) rows; or, when the planner expects ESTIMATE_ONLY_FACTOR times that or more, the count up to
     PROBE_ROWS rows only, which is exact when the statistics were wrong and else gives way to the estimate."""
     exact_limit = EXACT_LIMIT if exact_limit is None else exact_limit
-    queryset = queryset.order_by()
+    ordered, queryset = queryset, queryset.order_by()
     estimate = planner_estimate(queryset)
     if estimate >= ESTIMATE_ONLY_FACTOR * exact_limit:
         probe = min(PROBE_ROWS, exact_limit)
-        seen = count_within(queryset, probe + 1)
+        # In the page's order: a filter this common is met every few rows of the index the page walks (a busy
+        # address: 1 ms), where an unordered probe may read its whole posting list first (15 ms at 10 M rows).
+        seen = count_within(ordered, probe + 1)
         if seen is not None and seen <= probe:
             return RowCount(seen, estimated=False)
         return RowCount(estimate, estimated=True)
@@ -88,9 +90,11 @@ def count_within(queryset: QuerySet[Any], limit: int) -> int | None:
 
 
 def planner_estimate(queryset: QuerySet[Any]) -> int:
-    """The row count Postgres expects for the query, from its statistics; reads no rows."""
+    """The row count Postgres expects for the query, from its statistics; reads no rows. Planned for the key
+    alone: the columns and the joins a page selects change no count, and each joined table would be planned
+    against every partition."""
     try:
-        sql, params = queryset.query.sql_with_params()
+        sql, params = queryset.values("pk").query.sql_with_params()
     except EmptyResultSet:  # `.none()`, or a filter Django knows matches nothing
         return 0
     with connections[queryset.db].cursor() as cursor:

@@ -549,8 +549,13 @@ class Delivery(models.Model):
             models.Index(fields=["error_group", "date"], name="delivery_group_date"),
             # A delivery by its exact message (an ErrorMessage's digest), newest first. Not partial: Postgres keeps
             # statistics of an index expression only for a whole-table index, and without them it reads every row
-            # of a message to sort them instead of walking this index for a page.
-            models.Index(MD5("error_message"), F("date"), F("id"), name="delivery_message_date"),
+            # of a message to sort them instead of walking this index for a page. The message and status ride
+            # along (INCLUDE) so that counting a message's failing rows is an index-only scan: Postgres computes
+            # md5() from the included column instead of fetching each row (10,001 rows: 4 ms instead of 22).
+            models.Index(
+                MD5("error_message"), F("date"), F("id"), include=["error_message", "status"],
+                name="delivery_message_date",
+            ),
             models.Index(
                 fields=["date"], condition=~Q(status=DeliveryStatus.DELIVERED), name="delivery_failed_date"
             ),

@@ -52,7 +52,8 @@ def big_table(django_db_setup: None, django_db_blocker: Any) -> Iterator[Generat
                 " WHERE block_number %% %s = 7",
                 [[RARE_EVENT], RARE_EVENT_EVERY],
             )
-            cursor.execute("ANALYZE deliveries_delivery")
+            # As autovacuum leaves a table: statistics, and the visibility map index-only scans need.
+            cursor.execute("VACUUM (ANALYZE) deliveries_delivery")
     yield made
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute("TRUNCATE deliveries_delivery, deliveries_stream, deliveries_errorgroup CASCADE")
@@ -258,3 +259,26 @@ def test_error_text_with_a_variable_part_reads_the_deliveries_of_its_messages_th
         )
         assert page == [pk for (pk,) in cursor.fetchall()]
     assert len(page) == 51
+
+
+def test_the_lists_count_of_an_error_text_reads_the_message_index_alone(big_table: Generated, db: None) -> None:
+    """The deliveries list counts a message's failing rows (exactly, up to EXACT_LIMIT) from the message index,
+    which carries the message and the status: an index-only scan, no row fetched."""
+    from dashboard.deliveries.counting import bounded_count
+    from dashboard.deliveries.search import search_error_text
+
+    text = "ECONNREFUSED 203.0.113.7"
+    failing = Delivery.objects.for_list().filter(status__in=["failed", "retrying"])
+    found = search_error_text(failing, text).deliveries.newest_first()
+    with CaptureQueriesContext(connection) as captured:
+        counted = bounded_count(found)
+    count_sql = next(q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT COUNT(*)"))
+    plan = explain(count_sql)
+    assert "Index Only Scan using delivery_message_date" in plan, plan
+    assert "Heap Fetches: 0" in plan and not re.search(r"Heap Fetches: [1-9]", plan), plan
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM deliveries_delivery WHERE status IN ('failed', 'retrying') AND error_message ILIKE %s",
+            [f"%{text}%"],
+        )
+        assert (counted.rows, counted.estimated) == (cursor.fetchone()[0], False)
