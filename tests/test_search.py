@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from dashboard.deliveries.models import Delivery
 from dashboard.deliveries.search import SearchError, parse_search
 
 TX = "0x" + "ab" * 32
@@ -45,3 +46,40 @@ def test_anything_else_is_refused_with_a_message(text: str) -> None:
     with pytest.raises(SearchError) as info:
         parse_search(text)
     assert "block number" in str(info.value)
+
+
+@pytest.mark.django_db
+def test_a_keys_share_follows_the_statistics_as_they_change() -> None:
+    """The most common keys of each partition are read once and kept while the partitions' statistics stay the
+    same; an ANALYZE that changes them is seen by the next search."""
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from django.db import connection
+
+    from dashboard.deliveries.ingest import store_records
+    from dashboard.deliveries.search import key_matches, key_share
+    from tests.factories import history_record, make_source
+
+    source = make_source("stats")
+    start = datetime(2026, 3, 2, 10, tzinfo=UTC)
+
+    def batch(first: int, count: int, *, busy: bool) -> list[dict[str, object]]:
+        return [history_record(date=start + timedelta(minutes=n), record_id=uuid.UUID(int=n), block=n, payload={
+            "block": {"number": str(n)}, "logs": [], "txs": [
+                {"hash": "0x" + f"{n:064x}", "fromAddress": ADDR if busy else "0x" + f"{n:040x}"}]})
+            for n in range(first, first + count)]
+
+    key = f"addr:{ADDR.lower()}"
+    store_records(source, batch(1, 200, busy=True))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE deliveries_delivery")
+        assert key_share(cursor, "default", "deliveries_delivery", [key]) == pytest.approx(1.0)
+        assert key_share(cursor, "default", "deliveries_delivery", ["addr:0x" + "00" * 20]) == 0.0
+    store_records(source, batch(1001, 200, busy=False))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE deliveries_delivery")
+        assert key_share(cursor, "default", "deliveries_delivery", [key]) == pytest.approx(0.5, abs=0.05)
+    # Frequent or not, the search finds exactly the rows holding the key.
+    found = key_matches(Delivery.objects.all(), [key])
+    assert found.count() == 200 and all(key in keys for keys in found.values_list("search_keys", flat=True))

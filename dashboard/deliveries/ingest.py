@@ -424,6 +424,11 @@ _DELETE_EMPTY_ROLLUPS = (
                 for n, (table, (hour, _source, _event)) in enumerate(_ADD_SOURCES.items()))
     + " SELECT 1"
 )
+# Cached results computed from the rollups (url_health) see the change through this count.
+_COUNT_CHANGE = """, counted AS (
+    INSERT INTO deliveries_rollupchanges (id, changes) VALUES (1, 1)
+    ON CONFLICT (id) DO UPDATE SET changes = deliveries_rollupchanges.changes + 1
+)"""
 _ADD_TO_ROLLUPS = (
     _ADD_DELTA
     + "".join(
@@ -434,6 +439,7 @@ _ADD_TO_ROLLUPS = (
         )
         for n, (table, (hour, source, event)) in enumerate(_ADD_SOURCES.items())
     )
+    + _COUNT_CHANGE
     + "\nSELECT 1"  # noqa: S608 - table and column names are constants
 )
 

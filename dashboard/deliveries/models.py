@@ -246,14 +246,16 @@ class RollupQuerySet(SliceFilters, models.QuerySet[_Rollup]):
         return sums
 
     def change_stamp(self, since: datetime) -> str:
-        """A value that changes whenever the rollups from `since` on do: the newest rollup id (ingest deletes
-        and re-inserts the rows of each hour it touches, under new ids), their number from `since` on (a
-        deletion) and the table's oid (another database, or one created again, behind the same cache)."""
+        """A value that changes whenever the rollups from `since` on do: the count of in-place changes
+        (`RollupChanges`, moved on by ingest whenever it adds to or takes from rollup rows), the newest rollup
+        id (a rebuild deletes and re-inserts rows under new ids), their number from `since` on (a deletion)
+        and the table's oid (another database, or one created again, behind the same cache)."""
         table = self.model._meta.db_table
         with connections[self.db].cursor() as cursor:
             cursor.execute(
                 f"SELECT %s::regclass::oid, (SELECT max(id) FROM {table}),"  # noqa: S608 - the model's table
-                f" (SELECT count(*) FROM {table} WHERE hour >= %s)",
+                f" (SELECT count(*) FROM {table} WHERE hour >= %s),"
+                f" (SELECT max(changes) FROM {RollupChanges._meta.db_table})",
                 [table, since],
             )
             row = cursor.fetchone()
@@ -656,6 +658,20 @@ class HourlyRollup(RollupCounts):
     def hour_of(moment: datetime) -> datetime:
         """The start of the rollup hour holding `moment`."""
         return moment.replace(minute=0, second=0, microsecond=0)
+
+
+class RollupChanges(models.Model):
+    """One row (id 1, made by the first such write) counting the writes that changed rollup rows in place
+    (ingest adds to and takes from them in the statement that writes them): with the rollups' newest id and number, what tells a cached result
+    computed from the rollups that they changed (`RollupQuerySet.change_stamp`)."""
+
+    changes = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "rollup changes"
+
+    def __str__(self) -> str:
+        return f"{self.changes} rollup changes"
 
 
 class PeriodRollup(RollupCounts):

@@ -204,28 +204,56 @@ KEY_CANDIDATES = 2_000
 FREQUENT_SHARE = 0.01
 
 # The table is partitioned (partitions.py): autovacuum keeps each partition's statistics, not the parent's, so a
-# key's share of the rows is its share in each partition weighted by the partition's rows.
-_RARE_KEY_IDS = """
-WITH parts AS (
-    SELECT c.relname AS name, greatest(c.reltuples, 0) AS n
-      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-     WHERE i.inhparent = %(table)s::regclass
-), per_part AS (
-    SELECT p.n, max(f.freq) AS freq
-      FROM parts p
-      JOIN pg_stats s ON s.schemaname = current_schema() AND s.tablename = p.name AND s.attname = 'search_keys'
-     CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS f(elem, freq)
-     WHERE f.elem = ANY(%(keys)s::text[])
-     GROUP BY p.name, p.n
-), measured AS (
-    SELECT coalesce(sum(freq * n) / nullif((SELECT sum(n) FROM parts), 0), 0) AS share FROM per_part
-), found AS (
-    SELECT id, date FROM {table}
-     WHERE (SELECT share FROM measured) < %(frequent)s AND search_keys && %(keys)s::varchar[]
-     LIMIT %(limit)s
-)
-SELECT (SELECT share FROM measured) < %(frequent)s, array_agg(id), array_agg(date) FROM found
+# key's share of the rows is its share in each partition weighted by the partition's rows. The partitions, with
+# what changes when their statistics do (a new ANALYZE, a rewrite, the row estimate):
+_PARTITIONS = """
+SELECT c.relname, c.relfilenode, greatest(c.reltuples, 0),
+       greatest(pg_stat_get_last_analyze_time(c.oid), pg_stat_get_last_autoanalyze_time(c.oid))
+  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = %s::regclass
+ ORDER BY 1
 """
+# ... and the search keys each one's statistics count as most common, with their share of its rows.
+_COMMON_KEYS = """
+SELECT tablename, most_common_elems::text::text[], most_common_elem_freqs
+  FROM pg_stats
+ WHERE schemaname = current_schema() AND tablename = ANY(%s) AND attname = 'search_keys'
+"""
+_KEY_IDS = "SELECT id, date FROM {table} WHERE search_keys && %s::varchar[] LIMIT %s"
+
+
+@dataclass(frozen=True)
+class _CommonKeys:
+    partitions: tuple[tuple[Any, ...], ...]
+    shares: dict[str, dict[str, float]]
+
+
+# Per database connection alias: the common keys of the partitions as they were when last read. Read again
+# whenever a partition is added, dropped, rewritten or analysed (the partitions' row changes), which is rare
+# beside searches; reading them costs a few milliseconds, checking whether they changed a fraction of one.
+_common_keys: dict[str, _CommonKeys] = {}
+
+
+def key_share(cursor: Any, alias: str, table: str, keys: tuple[str, ...] | list[str]) -> float:
+    """The share of the table's rows the column statistics count for the most common of `keys` (0 for keys
+    outside every partition's most common ones)."""
+    cursor.execute(_PARTITIONS, [table])
+    partitions = tuple(tuple(row) for row in cursor.fetchall())
+    known = _common_keys.get(alias)
+    if known is None or known.partitions != partitions:
+        cursor.execute(_COMMON_KEYS, [[name for name, *_rest in partitions]])
+        known = _CommonKeys(partitions, {
+            name: dict(zip(elements or (), shares or (), strict=False)) for name, elements, shares in cursor.fetchall()
+        })
+        _common_keys[alias] = known
+    total = sum(rows for _name, _file, rows, _analysed in partitions)
+    if not total:
+        return 0.0
+    counted = sum(
+        rows * max((known.shares.get(name, {}).get(key, 0.0) for key in keys), default=0.0)
+        for name, _file, rows, _analysed in partitions
+    )
+    return float(counted / total)
 
 
 def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str]) -> DeliveryQuerySet:
@@ -233,29 +261,30 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
 
     Postgres has no frequency for a key outside the few most common ones and assumes 0.5 % of the rows,
     so `search_keys && ARRAY[...] ORDER BY date DESC LIMIT 50` walks the date index and filters the whole
-    table when the key is rare (2.4 s at 2 M rows for one tx hash). Instead one query first asks the
-    column statistics whether a key is frequent and, when it is not, fetches the ids holding it through
+    table when the key is rare (2.4 s at 2 M rows for one tx hash). Instead the column statistics are asked
+    first whether a key is frequent (`key_share`) and, when it is not, the ids holding it are fetched through
     the GIN index (a bitmap scan, bounded by KEY_CANDIDATES). Up to that bound the set is complete and
-    the result is `id IN (those ids) AND date IN (their dates)`: every order, filter and page the caller adds stays exact and reads
-    only those rows. A frequent key keeps the plain overlap, whose date-ordered walk finds a match every
-    1/share rows.
+    the result is `id IN (those ids) AND date IN (their dates)`: every order, filter and page the caller adds
+    stays exact and reads only those rows. A frequent key keeps the plain overlap, whose date-ordered walk
+    finds a match every 1/share rows.
     """
     from django.db import connections
 
     table = deliveries.model._meta.db_table
     connection = connections[deliveries.db]
     with connection.cursor() as cursor:
+        if key_share(cursor, deliveries.db, table, keys) >= FREQUENT_SHARE:
+            return deliveries.with_any_key(keys)
         cursor.execute(  # noqa: S608 - the table name comes from the model; values are parameters
-            _RARE_KEY_IDS.format(table=connection.ops.quote_name(table)),
-            {"table": table, "keys": list(keys), "frequent": FREQUENT_SHARE, "limit": KEY_CANDIDATES + 1},
+            _KEY_IDS.format(table=connection.ops.quote_name(table)), [list(keys), KEY_CANDIDATES + 1]
         )
-        rare, ids, dates = cursor.fetchone()
-    if not rare or len(ids or ()) > KEY_CANDIDATES:
+        found = cursor.fetchall()
+    if len(found) > KEY_CANDIDATES:
         return deliveries.with_any_key(keys)
     # The dates too: `date IN (…)` prunes the partitions holding none of them and bounds any walk of the date
     # index to those dates' entries (else the planner may walk every partition's date index newest first,
     # filtering by id, for a few hundred matches spread over the table).
-    return deliveries.filter(pk__in=ids or [], date__in=sorted(set(dates or [])))
+    return deliveries.filter(pk__in=[pk for pk, _date in found], date__in=sorted({date for _pk, date in found}))
 
 
 def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:

@@ -22,7 +22,7 @@ from dashboard.deliveries.records import parse_records
 TABLES = (
     "deliveries_delivery", "deliveries_errorgroup", "deliveries_errormessage", "deliveries_hourlyrollup",
     "deliveries_periodrollup", "deliveries_eventrollup", "deliveries_eventperiodrollup", "deliveries_stream",
-    "deliveries_deliverychange",
+    "deliveries_deliverychange", "deliveries_rollupchanges",
 )
 ERRORS = (
     "connect ECONNREFUSED 203.0.113.{n}:443",
