@@ -2,7 +2,8 @@
 to a bound (a COUNT over a LIMIT subquery, which stops early), the planner's estimate beyond it. When the
 planner already expects twice the bound or more (a busy address, a common status, the whole table), the
 estimate is all that is read: counting would fetch thousands of heap rows only to say "more than the
-bound"; a count up to a hundred rows, which a busy filter reaches in a few index entries, first makes sure
+bound"; a count up to a hundred rows in the page's order, which a busy filter reaches in a few entries of the
+index the page walks, first makes sure
 the statistics are not stale (a table just emptied by retention still "holds" millions until the next
 ANALYZE). A count that would take longer than COUNT_BUDGET_MS (a rare value spread over the whole table,
 read far to find the bound's rows) is cancelled and the estimate shown instead. The admin's paginator and

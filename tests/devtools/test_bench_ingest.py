@@ -15,7 +15,7 @@ def test_it_prints_both_ratios_and_the_profile_and_drops_its_schemas(capsys: pyt
     call_command("bench_ingest", "--rows", "300", "--batch", "100", "--rounds", "1", "--profile", "5")
 
     out = capsys.readouterr().out
-    for line in ("plain COPY binary", "upsert, new rows", "upsert, 10 % of rows changed", "parsing in Python",
+    for line in ("plain COPY binary", "write path, new rows", "write path, 10 % of rows changed", "parsing in Python",
                  "write path / COPY, new rows, write only:", "write path / COPY, new rows, parsing included:",
                  "cProfile of parsing and writing 300 new rows", "Ordered by: internal time",
                  "Ordered by: cumulative time", "dashboard/deliveries/records.py"):

@@ -99,9 +99,9 @@ class Command(BaseCommand):
             return f"{label:<58} {rows / seconds:>10,.0f} rows/s  ({seconds:.2f} s)"
 
         self.stdout.write(line("plain COPY binary into the same schema (no derived data)", copy_seconds))
-        self.stdout.write(line("upsert, new rows (stage COPY + upsert + groups, rollups, streams)", upsert_seconds))
-        self.stdout.write(line("upsert, same rows again (all unchanged, nothing written)", unchanged_seconds))
-        self.stdout.write(line("upsert, 10 % of rows changed", changed_seconds))
+        self.stdout.write(line("write path, new rows (digests read, COPY, groups, rollups, streams)", upsert_seconds))
+        self.stdout.write(line("write path, same rows again (all unchanged, nothing written)", unchanged_seconds))
+        self.stdout.write(line("write path, 10 % of rows changed (staged and rewritten)", changed_seconds))
         self.stdout.write(line("parsing in Python (decoding, search keys, digest; CPU time)", parse_seconds))
         self.stdout.write(f"write path / COPY, new rows, write only:      {copy_seconds / upsert_seconds:.2f}")
         self.stdout.write(
