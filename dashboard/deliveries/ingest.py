@@ -368,11 +368,12 @@ def refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> Non
 
 ROLLUP_COLUMNS = "tag, webhook_url, chain_id, status, error_group_id, retries"
 
-# Adding new deliveries' counts to all four rollup tables in one statement. `delta` holds the counts per
-# hourly dimensions (k numbers them), `delta_events` each delta row's event names; each table's counts are
-# summed from them (a period's by its start), and each summed row is added to the stored row of the same
-# dimensions, or inserted when there is none. Rollup rows are distinct in their dimensions (every writer groups
-# by all of them), so one stored row at most matches.
+# Adding counts (+1 a delivery now stored, -1 a row it replaced) to all four rollup tables in one statement.
+# `delta` holds the counts per hourly dimensions (k numbers them), `delta_events` each delta row's event names;
+# each table's counts are summed from them (a period's by its start), and each non-zero sum is added to the
+# stored row of the same dimensions, or inserted when there is none (a positive one: a replaced row is always
+# counted in a stored row). Rollup rows are distinct in their dimensions (every writer groups by all of them),
+# so one stored row at most matches.
 _ADD_SOURCES = {
     "deliveries_hourlyrollup": ("d.hour", "delta d", ""),
     "deliveries_eventrollup": ("d.hour", "delta d JOIN delta_events e ON e.k = d.k", ", e.event"),
@@ -469,7 +470,6 @@ def add_to_rollups(cursor: Any, rows: Iterable[tuple[Counted, int]]) -> None:
     if any(n < 0 for _key, n in deltas):
         cursor.execute(_DELETE_EMPTY_ROLLUPS, {"stream": params["stream"], "hour": params["hour"],
                                                "period": ROLLUP_PERIOD, "origin": PERIOD_ORIGIN})
-
 
 
 # Each period rollup table, the hourly table it sums, and the columns it has beside the shared dimensions.

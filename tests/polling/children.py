@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,9 +22,12 @@ def manage(*args: str, **env: str) -> subprocess.Popen[str]:
     """A manage.py command in a child process on the test database, its output (both streams) as text."""
     environment = {**os.environ, "DEBUG": "1", "DATABASE_URL": subprocess_database_url(),
                    "MORALIS_API_KEY": "", "PYTHONUNBUFFERED": "1", **env}
+    # Ctrl-C as a terminal sends it: a test run started in the background (`make test &`) ignores SIGINT, and a
+    # child would inherit that and never see the signal the tests send.
     return subprocess.Popen(
         [sys.executable, "manage.py", *args],
         cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
