@@ -662,8 +662,9 @@ class HourlyRollup(RollupCounts):
 
 class RollupChanges(models.Model):
     """One row (id 1, made by the first such write) counting the writes that changed rollup rows in place
-    (ingest adds to and takes from them in the statement that writes them): with the rollups' newest id and number, what tells a cached result
-    computed from the rollups that they changed (`RollupQuerySet.change_stamp`)."""
+    (ingest adds to and takes from them in the statement that writes them): with the rollups' newest id and
+    number, what tells a cached result computed from the rollups that they changed
+    (`RollupQuerySet.change_stamp`)."""
 
     changes = models.BigIntegerField(default=0)
 

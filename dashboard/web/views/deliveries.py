@@ -50,6 +50,7 @@ def delivery_list(request: HttpRequest) -> HttpResponse:
     newest_first = form.newest_first
     qs = form.filtered(Delivery.objects.for_list())
     after, before = data.get("after"), data.get("before")
+    in_order = qs.newest_first() if newest_first else qs.oldest_first()
     if before is not None:
         # The page before a row: walk the other way from it, then put the rows back in display order.
         ordered = qs.oldest_first() if newest_first else qs.newest_first()
@@ -57,7 +58,7 @@ def delivery_list(request: HttpRequest) -> HttpResponse:
         has_newer, has_older = len(rows) > PAGE_SIZE, True
         rows = rows[:PAGE_SIZE][::-1]
     else:
-        ordered = qs.newest_first() if newest_first else qs.oldest_first()
+        ordered = in_order
         if after is not None:
             ordered = ordered.page_after(*after, newest_first=newest_first)
         rows = list(ordered[: PAGE_SIZE + 1])
@@ -68,7 +69,7 @@ def delivery_list(request: HttpRequest) -> HttpResponse:
         "nav": "deliveries",
         # The whole filter's match count, as the admin counts: exact up to a bound, estimated beyond (in the
         # page's order, which a probe of a common filter walks).
-        "matched": bounded_count(qs.newest_first() if newest_first else qs.oldest_first()),
+        "matched": bounded_count(in_order),
         "exact_limit": EXACT_LIMIT,
         "with_next_retry": True,
         "form": form,
