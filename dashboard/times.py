@@ -11,12 +11,16 @@ from functools import cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from django import template
-from django.utils import dateformat, timezone
+from django.utils import timezone
 
 # Django's date-format letters, for the formats module (dashboard/formats/) the admin renders through.
 DATETIME_FORMAT = "Y-m-d H:i:s T"
 DATE_FORMAT = "Y-m-d"
 TIME_FORMAT = "H:i:s"
+
+# The same as DATETIME_FORMAT, for strftime (the zone's abbreviation appended).
+_STRFTIME = "%Y-%m-%d %H:%M:%S "
+_STRFTIME_MINUTES = "%Y-%m-%d %H:%M "
 
 ZONE_NAME_LIMIT = 64
 
@@ -28,7 +32,9 @@ def iso(value: object, zone: tzinfo | None = None, *, seconds: bool = True) -> s
     if not isinstance(value, datetime):
         return ""  # like Django's date filter: nothing for a missing or unreadable value
     local = timezone.localtime(value, zone) if timezone.is_aware(value) else value.replace(tzinfo=UTC)
-    return dateformat.format(local, DATETIME_FORMAT if seconds else "Y-m-d H:i T")
+    # strftime, not Django's date format: a page of 50 rows formats ~100 moments, and DateFormat costs ~0.1 ms
+    # each. The zone's abbreviation is what the format's "T" gives.
+    return local.strftime(_STRFTIME if seconds else _STRFTIME_MINUTES) + (local.tzname() or local.strftime("%z"))
 
 
 @register.filter(name="iso")

@@ -26,6 +26,7 @@ from django.utils.text import Truncator
 from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
 from dashboard.deliveries.models import Delivery, ErrorGroup, Stream
 from dashboard.deliveries.search import ADMIN_HELP, SearchError, parse_admin_search, search_deliveries
+from dashboard.times import iso
 from dashboard.upstream.chains import find_chain
 
 # --- Counting without COUNT(*) -------------------------------------------------------------------------
@@ -150,19 +151,20 @@ def pretty_json(value: Any) -> str:
 
 @admin.register(Delivery)
 class DeliveryAdmin(admin.ModelAdmin):
-    list_display = ("date", "status", "tag", "stream", "chain_id", "confirmed", "block_number", "retries",
+    list_display = ("when", "status", "tag", "stream", "chain_id", "confirmed", "block_number", "retries",
                     "short_error", "dashboard_link")
-    list_display_links = ("date",)
+    list_display_links = ("when",)
     # Any date range also works from the URL: ?date__gte=2026-11-01&date__lt=2026-11-02 (the date index).
     list_filter = ("status", StreamFilter, TagFilter, ChainFilter, "confirmed", RecentFilter, "source")
-    list_select_related = ("source", "error_group")
+    # No column shows a related row: no join.
+    list_select_related = False
     list_per_page = 50
     list_max_show_all = 200
     show_full_result_count = False
     # Facet counts would aggregate the whole table for every filter choice.
     show_facets = admin.ShowFacets.NEVER
     # Sorting by any other column would sort the whole table.
-    sortable_by = ("date",)
+    sortable_by = ("when",)
     ordering = ("-date", "-id")
     paginator = EstimatedCountPaginator
     # Only makes the search box appear: get_search_results does the searching, through indexes.
@@ -212,6 +214,11 @@ class DeliveryAdmin(admin.ModelAdmin):
             return queryset.none(), False
         messages.info(request, outcome.note)
         return outcome.deliveries, False
+
+    @admin.display(description="date", ordering="date")
+    def when(self, obj: Delivery) -> str:
+        # The one format of a moment (times.iso); Django's date format costs ~0.1 ms a row.
+        return iso(obj.date)
 
     @admin.display(description="stream")
     def stream(self, obj: Delivery) -> str:
