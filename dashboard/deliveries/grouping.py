@@ -117,13 +117,32 @@ def rebuild_error_messages(cursor: Any, source_id: int | None = None) -> None:
     )
 
 
-def apply_group_changes(cursor: Any, delta: dict[int, int]) -> None:
-    """Adjust counts by what moved in or out, and re-read first/last seen from the (group, date) index.
+def apply_group_changes(
+    cursor: Any, delta: dict[int, int], gained: dict[int, tuple[datetime, datetime]] | None = None
+) -> None:
+    """Adjust counts by what moved in or out. `gained` holds, for groups that only gained rows, the first and
+    last date of those rows: their first/last seen move by these alone. Every other group's are re-read from
+    the (group, date) index (a row that left may have been its first or last).
 
     Called inside a writer's transaction, under the write lock."""
-    if not delta:
+    spans = gained or {}
+    widened = sorted(g for g in delta if g in spans)
+    if widened:
+        cursor.execute(
+            """
+            UPDATE deliveries_errorgroup g
+               SET delivery_count = g.delivery_count + v.delta,
+                   -- A group counting nothing before holds only the gained rows now.
+                   first_seen = CASE WHEN g.delivery_count = 0 THEN v.first ELSE LEAST(g.first_seen, v.first) END,
+                   last_seen = CASE WHEN g.delivery_count = 0 THEN v.last ELSE GREATEST(g.last_seen, v.last) END
+              FROM unnest(%s::bigint[], %s::int[], %s::timestamptz[], %s::timestamptz[]) AS v(id, delta, first, last)
+             WHERE g.id = v.id
+            """,
+            [widened, [delta[i] for i in widened], [spans[i][0] for i in widened], [spans[i][1] for i in widened]],
+        )
+    reread = sorted(g for g in delta if g not in spans)
+    if not reread:
         return
-    ids = sorted(delta)
     cursor.execute(
         """
         UPDATE deliveries_errorgroup g
@@ -135,7 +154,7 @@ def apply_group_changes(cursor: Any, delta: dict[int, int]) -> None:
           FROM unnest(%s::bigint[], %s::int[]) AS v(id, delta)
          WHERE g.id = v.id
         """,
-        [ids, [delta[i] for i in ids]],
+        [reread, [delta[i] for i in reread]],
     )
 
 

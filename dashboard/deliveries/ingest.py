@@ -157,9 +157,15 @@ def store_parsed(source_id: int, parsed: Sequence[ParsedRecord], result: StoreRe
         if not written:
             return
         group_delta: dict[int, int] = defaultdict(int)
+        # The dates of the rows each group gained, and the groups that lost a row.
+        gained: dict[int, tuple[datetime, datetime]] = {}
+        lost: set[int] = set()
         for w in written:
             if w.row.error_group_id is not None:
                 group_delta[w.row.error_group_id] += 1
+                span = gained.get(w.row.error_group_id)
+                date = w.row.date
+                gained[w.row.error_group_id] = (min(span[0], date), max(span[1], date)) if span else (date, date)
             if w.old is None:
                 result.inserted += 1
                 if w.row.status != DeliveryStatus.DELIVERED:
@@ -168,9 +174,10 @@ def store_parsed(source_id: int, parsed: Sequence[ParsedRecord], result: StoreRe
             result.updated += 1
             if w.old.error_group_id is not None:
                 group_delta[w.old.error_group_id] -= 1
+                lost.add(w.old.error_group_id)
             if w.row.status != DeliveryStatus.DELIVERED and w.old.status == DeliveryStatus.DELIVERED:
                 result.new_failures += 1
-        apply_group_changes(cursor, group_delta)
+        apply_group_changes(cursor, group_delta, {g: span for g, span in gained.items() if g not in lost})
         # Each written row counts once more under its dimensions, a replaced row once less under its own.
         add_to_rollups(cursor, [(w.row, 1) for w in written] + [(w.old, -1) for w in written if w.old is not None])
         ids = {w.id for w in written}

@@ -511,7 +511,9 @@ class Delivery(models.Model):
     """One upstream history record: a webhook delivery of one block to one URL."""
 
     id = models.UUIDField(primary_key=True)
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="deliveries")
+    # No index of its own: no query picks deliveries by source alone (a source is never deleted, a rebuild
+    # reads every row), and each index costs every insert.
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="deliveries", db_index=False)
     date = models.DateTimeField()
     stream_id = models.CharField(max_length=64)
     tag = models.CharField(max_length=255, blank=True)
@@ -523,8 +525,9 @@ class Delivery(models.Model):
     retries = models.IntegerField(default=0)
     error_message = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices)
+    # Indexed by delivery_group_date, which leads with it.
     error_group = models.ForeignKey(
-        ErrorGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="deliveries"
+        ErrorGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="deliveries", db_index=False
     )
     # Lower-cased, kind-prefixed keys ("tx:0x…", "addr:0x…", "topic:0x…", "block:123") extracted from the
     # payload so that searches use a GIN index and never read payloads.
@@ -624,14 +627,19 @@ def rollup_indexes(prefix: str) -> list[models.Index]:
 class RollupCounts(models.Model):
     """Delivery counts per time slot and dimension; `hour` is the slot's first hour."""
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
+    # Neither foreign key has an index of its own, as every index costs each write of a rollup row: no query
+    # picks rollups by source alone (a source is never deleted), a group's slots are read through the
+    # (error group, hour) index of the hourly and period tables, and the event tables are read by event.
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+", db_index=False)
     hour = models.DateTimeField()
     stream_id = models.CharField(max_length=64)
     tag = models.CharField(max_length=255, blank=True)
     webhook_url = models.CharField(max_length=2048)
     chain_id = models.CharField(max_length=32, blank=True)
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices)
-    error_group = models.ForeignKey(ErrorGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    error_group = models.ForeignKey(
+        ErrorGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     retries = models.IntegerField()
     deliveries = models.PositiveIntegerField()
 

@@ -93,6 +93,26 @@ def test_first_and_last_seen_follow_the_rows_in_the_group() -> None:
     assert_derived_exact()
 
 
+def test_a_group_that_only_gains_rows_widens_its_span_and_an_emptied_one_starts_again() -> None:
+    source = make_source_row()
+    store_records(source, [record(1, error="socket hang up", minutes=60)])
+    # Gains only: an older and a newer row widen the span without re-reading the group's rows.
+    store_records(source, [record(2, error="socket hang up", minutes=10), record(3, error="socket hang up", minutes=90)])
+    group = ErrorGroup.objects.get()
+    assert (group.first_seen, group.last_seen, group.delivery_count) == (T0 + timedelta(minutes=10), T0 + timedelta(minutes=90), 3)
+
+    # Every row leaves the group (delivered now): the count is 0, the span stays as it was.
+    store_records(source, [record(n, minutes=m, retries=1) for n, m in ((1, 60), (2, 10), (3, 90))])
+    group.refresh_from_db()
+    assert group.delivery_count == 0
+
+    # A row gained by the emptied group is all it holds: the span is that row's, not widened from the old one.
+    store_records(source, [record(4, error="socket hang up", minutes=40)])
+    group.refresh_from_db()
+    assert (group.first_seen, group.last_seen, group.delivery_count) == (T0 + timedelta(minutes=40), T0 + timedelta(minutes=40), 1)
+    assert_derived_exact()
+
+
 def test_a_batch_repeating_an_id_keeps_the_last_copy() -> None:
     source = make_source_row()
     result = store_records(source, [record(1, error="socket hang up"), record(1, error="")])
