@@ -127,6 +127,16 @@ class RecentFilter(admin.SimpleListFilter):
 
 
 class DeliveryChangeList(ChangeList):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Each row's link keeps the list's filters (?_changelist_filters=…), added here once a page: Django's
+        # change list merges them into every row's URL after resolving that URL again (~0.1 ms a row).
+        self.row_filters, self.preserved_filters = self.preserved_filters, ""
+
+    def url_for_result(self, result: Any) -> str:
+        url = super().url_for_result(result)
+        return f"{url}?{self.row_filters}" if self.row_filters else url
+
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         # Payloads are most of a row's bytes; the list never shows them.
         return super().get_queryset(request, exclude_parameters).defer("payload", "tiny_payload", "search_keys")

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.test import Client
+from django.urls import reverse
 
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import Delivery
@@ -188,3 +190,20 @@ def test_a_direction_override_in_the_search_is_shown_not_obeyed(
     # The message quotes the text with the override named, so the rest of the sentence reads as written.
     assert "\u27e8U+202E\u27e9" in messages
     assert "\u202e" not in messages
+
+
+def test_a_rows_link_keeps_the_lists_filters_as_djangos_would(staff_client: Client, stored: dict[str, Delivery]) -> None:
+    query = {"q": TX, "since": "30d"}
+    response = staff_client.get(URL, query)
+    assert response.status_code == 200
+    change = reverse("admin:deliveries_delivery_change", args=[stored["tx"].pk])
+    # What Django's change list links to: the change URL with the list's query kept for the way back.
+    expected = add_preserved_filters(
+        {"preserved_filters": response.context["preserved_filters"], "opts": Delivery._meta}, change
+    )
+    assert "_changelist_filters=" in expected and "q%3D" in expected
+    assert f'href="{expected.replace("&", "&amp;")}"' in response.content.decode()
+    # Without filters the link is the plain change URL.
+    assert f'href="{reverse("admin:deliveries_delivery_change", args=[stored["tx"].pk])}"' in staff_client.get(
+        URL
+    ).content.decode()
