@@ -1,5 +1,6 @@
-"""The foreign keys' own indexes go: no query picks deliveries or rollups by source alone, the (error group,
-date) and (error group, hour) indexes lead with the group, and each index costs every insert. Only the indexes
+"""The foreign keys' own indexes go: no query picks deliveries or rollups by source alone, a group's rows and
+slots are read through the (error group, date) and (error group, hour) indexes (the event rollups by event), and
+each index costs every insert. Only the indexes
 are dropped (Django's AlterField would also drop and re-add the foreign key constraints, re-checking every row of
 the deliveries table): a catalog change, measured at 10 M rows in the README's upgrade notes. Reversing builds
 them again (on every partition)."""
