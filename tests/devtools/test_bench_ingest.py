@@ -17,6 +17,7 @@ def test_it_prints_both_ratios_and_the_profile_and_drops_its_schemas(capsys: pyt
     out = capsys.readouterr().out
     for line in ("plain COPY binary", "write path, new rows", "write path, 10 % of rows changed", "parsing in Python",
                  "write path / COPY, new rows, write only:", "write path / COPY, new rows, parsing included:",
+                 "write path / COPY, new rows, each round:", "this process's CPU time:",
                  "cProfile of parsing and writing 300 new rows", "Ordered by: internal time",
                  "Ordered by: cumulative time", "dashboard/deliveries/records.py"):
         assert line in out, line
