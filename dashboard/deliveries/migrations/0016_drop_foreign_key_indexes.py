@@ -27,6 +27,10 @@ INDEXES = [
 ]
 
 
+# The models whose foreign keys lose their index, with the related name of both keys.
+MODELS = [("delivery", "deliveries"), *((m, "+") for m in ("eventperiodrollup", "eventrollup", "hourlyrollup", "periodrollup"))]
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("deliveries", "0015_rollup_changes"),
@@ -43,116 +47,32 @@ class Migration(migrations.Migration):
                 for table, column, name in INDEXES
             ],
             state_operations=[
-                migrations.AlterField(
-                    model_name="delivery",
-                    name="error_group",
-                    field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="deliveries",
-                        to="deliveries.errorgroup",
+                operation
+                for model, related_name in MODELS
+                for operation in (
+                    migrations.AlterField(
+                        model_name=model,
+                        name="error_group",
+                        field=models.ForeignKey(
+                            blank=True,
+                            db_index=False,
+                            null=True,
+                            on_delete=django.db.models.deletion.SET_NULL,
+                            related_name=related_name,
+                            to="deliveries.errorgroup",
+                        ),
                     ),
-                ),
-                migrations.AlterField(
-                    model_name="delivery",
-                    name="source",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="deliveries",
-                        to="sources.source",
+                    migrations.AlterField(
+                        model_name=model,
+                        name="source",
+                        field=models.ForeignKey(
+                            db_index=False,
+                            on_delete=django.db.models.deletion.CASCADE,
+                            related_name=related_name,
+                            to="sources.source",
+                        ),
                     ),
-                ),
-                migrations.AlterField(
-                    model_name="eventperiodrollup",
-                    name="error_group",
-                    field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to="deliveries.errorgroup",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="eventperiodrollup",
-                    name="source",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="sources.source",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="eventrollup",
-                    name="error_group",
-                    field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to="deliveries.errorgroup",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="eventrollup",
-                    name="source",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="sources.source",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="hourlyrollup",
-                    name="error_group",
-                    field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to="deliveries.errorgroup",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="hourlyrollup",
-                    name="source",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="sources.source",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="periodrollup",
-                    name="error_group",
-                    field=models.ForeignKey(
-                        blank=True,
-                        db_index=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to="deliveries.errorgroup",
-                    ),
-                ),
-                migrations.AlterField(
-                    model_name="periodrollup",
-                    name="source",
-                    field=models.ForeignKey(
-                        db_index=False,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="sources.source",
-                    ),
-                ),
+                )
             ],
         ),
     ]
