@@ -105,6 +105,16 @@ def assert_derived_exact(using: str = "default") -> None:
             )
             actual = {tuple(row[:-1]): row[-1] for row in cursor.fetchall()}
         assert actual == expected, actual_table
+    # The stream period rollups are the period rollups summed over error group and retry count, one row each.
+    slice_dims = "hour, source_id, stream_id, tag, webhook_url, chain_id, status"
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT {slice_dims}, sum(deliveries), sum(deliveries * retries) FROM deliveries_periodrollup"
+            f" GROUP BY {slice_dims}"
+        )
+        expected_rows = sorted(cursor.fetchall())
+        cursor.execute(f"SELECT {slice_dims}, deliveries, retries_sum FROM deliveries_streamperiodrollup")
+        assert sorted(cursor.fetchall()) == expected_rows, "deliveries_streamperiodrollup"
     assert HourlyRollup.objects.using(using).filter(deliveries=0).count() == 0
 
     streams = {(s.source_id, s.stream_id): s for s in Stream.objects.using(using)}

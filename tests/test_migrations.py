@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from datetime import UTC, datetime
 
 import pytest
@@ -72,3 +73,23 @@ def test_a_key_stored_in_plain_text_is_encrypted_in_place() -> None:
     from dashboard.sources.models import Source
 
     assert Source.objects.get(pk=pk).api_key == "plain-secret-key"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_stream_period_rollups_are_filled_from_the_period_rollups_stored_before() -> None:
+    from dashboard.deliveries.models import PeriodRollup, StreamPeriodRollup
+    from dashboard.deliveries.write_lock import INGEST_LOCK_KEY
+    from dashboard.devtools.generator import generate_deliveries
+    from tests.checks import assert_derived_exact
+
+    generate_deliveries(2000, days=3, newest=datetime(2026, 3, 9, 13, tzinfo=UTC), failure_rate=0.3, analyze=False)
+    _migrate([("deliveries", "0016_drop_foreign_key_indexes")])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('deliveries_streamperiodrollup')")
+        assert cursor.fetchone() == (None,)
+    _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    assert PeriodRollup.objects.count() > StreamPeriodRollup.objects.count() > 0
+    assert_derived_exact()
+    fill = importlib.import_module("dashboard.deliveries.migrations.0017_stream_period_rollup").FILL
+    assert f"pg_advisory_xact_lock({INGEST_LOCK_KEY})" in fill, "the migration waits for the ingest's write lock"

@@ -374,42 +374,75 @@ def refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> Non
 
 
 ROLLUP_COLUMNS = "tag, webhook_url, chain_id, status, error_group_id, retries"
+# The stream period rollup's columns beside source, period and stream, and what it sums.
+STREAM_PERIOD_TABLE = "deliveries_streamperiodrollup"
+STREAM_PERIOD_COLUMNS = "tag, webhook_url, chain_id, status"
 
-# Adding counts (+1 a delivery now stored, -1 a row it replaced) to all four rollup tables in one statement.
+_PERIOD = "date_bin(%(period)s, d.hour, %(origin)s)"
+_WITH_EVENTS = "delta d JOIN delta_events e ON e.k = d.k"
+_EVERY_DIMENSION = ("tag", "webhook_url", "chain_id", "status", "error_group_id", "retries")
+_COUNTED = {"deliveries": "sum(d.n)"}
+
+
+class _Target(NamedTuple):
+    """A table ingest adds counts to: the slot start of a delta row, the delta rows it sums, its dimensions
+    beside source, slot and stream, and its sums."""
+
+    hour: str
+    source: str
+    dimensions: tuple[str, ...]
+    sums: dict[str, str]
+
+
+# Adding counts (+1 a delivery now stored, -1 a row it replaced) to all five rollup tables in one statement.
 # `delta` holds the counts per hourly dimensions (k numbers them), `delta_events` each delta row's event names;
 # each table's counts are summed from them (a period's by its start), and each non-zero sum is added to the
 # stored row of the same dimensions, or inserted when there is none (a positive one: a replaced row is always
 # counted in a stored row). Rollup rows are distinct in their dimensions (every writer groups by all of them),
 # so one stored row at most matches.
-_ADD_SOURCES = {
-    "deliveries_hourlyrollup": ("d.hour", "delta d", ""),
-    "deliveries_eventrollup": ("d.hour", "delta d JOIN delta_events e ON e.k = d.k", ", e.event"),
-    "deliveries_periodrollup": ("date_bin(%(period)s, d.hour, %(origin)s)", "delta d", ""),
-    "deliveries_eventperiodrollup": (
-        "date_bin(%(period)s, d.hour, %(origin)s)", "delta d JOIN delta_events e ON e.k = d.k", ", e.event"
+_ADD_TARGETS = {
+    "deliveries_hourlyrollup": _Target("d.hour", "delta d", _EVERY_DIMENSION, _COUNTED),
+    "deliveries_eventrollup": _Target("d.hour", _WITH_EVENTS, (*_EVERY_DIMENSION, "event"), _COUNTED),
+    "deliveries_periodrollup": _Target(_PERIOD, "delta d", _EVERY_DIMENSION, _COUNTED),
+    "deliveries_eventperiodrollup": _Target(_PERIOD, _WITH_EVENTS, (*_EVERY_DIMENSION, "event"), _COUNTED),
+    STREAM_PERIOD_TABLE: _Target(
+        _PERIOD, "delta d", tuple(STREAM_PERIOD_COLUMNS.split(", ")),
+        {"deliveries": "sum(d.n)", "retries_sum": "sum(d.n * d.retries)"},
     ),
 }
-_ADD_PARTS = """
+
+
+def _add_part(n: int, table: str, target: _Target) -> str:
+    columns = ("source_id", "hour", "stream_id", *target.dimensions)
+    picked = ", ".join(
+        f"{target.hour} AS hour" if c == "hour" else "e.event" if c == "event" else f"d.{c}" for c in columns
+    )
+    # A group may be none on both sides; every other dimension is never null.
+    match = " AND ".join(
+        f"r.{c} IS NOT DISTINCT FROM a.{c}" if c == "error_group_id" else f"r.{c} = a.{c}"
+        for c in ("stream_id", "hour", "source_id", *target.dimensions)
+    )
+    sums = ", ".join(f"{expr} AS {name}" for name, expr in target.sums.items())
+    return f"""
 , sums_{n} AS MATERIALIZED (
     SELECT row_number() OVER () AS k, s.* FROM (
-        SELECT d.source_id, {hour} AS hour, d.stream_id, d.tag, d.webhook_url, d.chain_id, d.status,
-               d.error_group_id, d.retries{event}, sum(d.n) AS deliveries
-          FROM {source}
-         GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9{event_group}
-        HAVING sum(d.n) <> 0
+        SELECT {picked}, {sums}
+          FROM {target.source}
+         GROUP BY {", ".join(str(i) for i in range(1, len(columns) + 1))}
+        HAVING {" OR ".join(f"{expr} <> 0" for expr in target.sums.values())}
     ) s
 ), added_{n} AS (
-    UPDATE {table} r SET deliveries = r.deliveries + a.deliveries
+    UPDATE {table} r SET {", ".join(f"{name} = r.{name} + a.{name}" for name in target.sums)}
       FROM sums_{n} a
-     WHERE r.stream_id = a.stream_id AND r.hour = a.hour AND r.source_id = a.source_id AND r.tag = a.tag
-       AND r.webhook_url = a.webhook_url AND r.chain_id = a.chain_id AND r.status = a.status
-       AND r.error_group_id IS NOT DISTINCT FROM a.error_group_id AND r.retries = a.retries{event_match}
+     WHERE {match}
     RETURNING a.k
 ), inserted_{n} AS (
-    INSERT INTO {table} ({dimensions}{event_column}, deliveries)
-    SELECT {dimensions}{event_column}, deliveries FROM sums_{n}
+    INSERT INTO {table} ({", ".join((*columns, *target.sums))})
+    SELECT {", ".join((*columns, *target.sums))} FROM sums_{n}
      WHERE deliveries > 0 AND k NOT IN (SELECT k FROM added_{n})
-)"""
+)"""  # noqa: S608 - table and column names are constants
+
+
 _ADD_DELTA = """
 WITH delta AS MATERIALIZED (
     SELECT * FROM unnest(%(k)s::int[], %(source)s::bigint[], %(hour)s::timestamptz[], %(stream)s::varchar[],
@@ -428,8 +461,8 @@ _DELETE_EMPTY_PART = """deleted_{n} AS (
 )"""
 _DELETE_EMPTY_ROLLUPS = (
     "WITH "
-    + ", ".join(_DELETE_EMPTY_PART.format(n=n, table=table, hour=hour)
-                for n, (table, (hour, _source, _event)) in enumerate(_ADD_SOURCES.items()))
+    + ", ".join(_DELETE_EMPTY_PART.format(n=n, table=table, hour=target.hour)
+                for n, (table, target) in enumerate(_ADD_TARGETS.items()))
     + " SELECT 1"
 )
 # Cached results computed from the rollups (url_health) see the change through this count.
@@ -439,22 +472,15 @@ _COUNT_CHANGE = """, counted AS (
 )"""
 _ADD_TO_ROLLUPS = (
     _ADD_DELTA
-    + "".join(
-        _ADD_PARTS.format(
-            n=n, table=table, hour=hour, source=source, event=event, event_group=", 10" if event else "",
-            event_match=" AND r.event = a.event" if event else "", event_column=", event" if event else "",
-            dimensions=ROLLUP_DIMENSIONS,
-        )
-        for n, (table, (hour, source, event)) in enumerate(_ADD_SOURCES.items())
-    )
+    + "".join(_add_part(n, table, target) for n, (table, target) in enumerate(_ADD_TARGETS.items()))
     + _COUNT_CHANGE
-    + "\nSELECT 1"  # noqa: S608 - table and column names are constants
+    + "\nSELECT 1"
 )
 
 
 def add_to_rollups(cursor: Any, rows: Iterable[tuple[Counted, int]]) -> None:
     """Add each row's sign (1: a delivery now stored, -1: one no longer stored as it was) to the rollups of all
-    four tables, without reading the stored rows of their hours; rollup rows left counting nothing go."""
+    five tables, without reading the stored rows of their hours; rollup rows left counting nothing go."""
     counts: dict[tuple[Any, ...], int] = defaultdict(int)
     for row, sign in rows:
         # A test webhook is no chain event: it stays out of the counts every rate and chart reads.
@@ -487,7 +513,7 @@ PERIOD_TABLES = (
 
 
 def refresh_periods(cursor: Any, keys: Sequence[tuple[int, str, datetime]]) -> None:
-    """Recompute the period rollups (both tables) of the given (source, stream, period start) from their
+    """Recompute the period rollups (all three tables) of the given (source, stream, period start) from their
     hourly rollups."""
     params = [[k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], ROLLUP_PERIOD]
     for table, hourly, extra in PERIOD_TABLES:
@@ -511,10 +537,15 @@ def refresh_periods(cursor: Any, keys: Sequence[tuple[int, str, datetime]]) -> N
             """,  # noqa: S608 - table and column names are constants
             params,
         )
+    keyed = "unnest(%s::bigint[], %s::varchar[], %s::timestamptz[]) AS t(source_id, stream_id, hour)"
+    _recompute_stream_periods(
+        cursor, f"USING {keyed} WHERE r.source_id = t.source_id AND r.stream_id = t.stream_id AND r.hour = t.hour",
+        f"JOIN {keyed} ON r.source_id = t.source_id AND r.stream_id = t.stream_id AND r.hour = t.hour", params[:3],
+    )
 
 
 def recompute_periods_between(cursor: Any, start: datetime, end: datetime, source_id: int | None = None) -> None:
-    """Recompute the period rollups (both tables) of every period overlapping [start, end) from their hourly
+    """Recompute the period rollups (all three tables) of every period overlapping [start, end) from their hourly
     rollups."""
     only = "" if source_id is None else "AND source_id = %(source)s"
     params = {"start": PeriodRollup.period_of(start), "end": end, "source": source_id, "period": ROLLUP_PERIOD,
@@ -536,6 +567,25 @@ def recompute_periods_between(cursor: Any, start: datetime, end: datetime, sourc
             """,  # noqa: S608 - table and column names are constants
             params,
         )
+    within = f"WHERE r.hour >= %(start)s AND r.hour < %(end)s {only.replace('source_id', 'r.source_id')}"
+    _recompute_stream_periods(cursor, within, within, params)
+
+
+def _recompute_stream_periods(cursor: Any, delete_rows: str, read_rows: str, params: Any) -> None:
+    """Recompute the stream period rollups of the periods that `delete_rows` (what follows `DELETE FROM table
+    r`) and `read_rows` (what follows `FROM deliveries_periodrollup r`) pick, from the period rollups, which
+    must be current."""
+    cursor.execute(f"DELETE FROM {STREAM_PERIOD_TABLE} r {delete_rows}", params)  # noqa: S608 - constants
+    cursor.execute(
+        f"""
+        INSERT INTO {STREAM_PERIOD_TABLE} (source_id, hour, stream_id, {STREAM_PERIOD_COLUMNS}, deliveries, retries_sum)
+        SELECT r.source_id, r.hour, r.stream_id, r.tag, r.webhook_url, r.chain_id, r.status, sum(r.deliveries),
+               sum(r.deliveries::bigint * r.retries)
+          FROM deliveries_periodrollup r {read_rows}
+         GROUP BY r.source_id, r.hour, r.stream_id, r.tag, r.webhook_url, r.chain_id, r.status
+        """,  # noqa: S608 - table and column names are constants, the rows' choice a fixed fragment
+        params,
+    )
 
 
 def recompute_rollups_between(cursor: Any, start: datetime, end: datetime, source_id: int | None = None) -> int:

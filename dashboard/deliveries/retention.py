@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from dashboard.deliveries import partitions
 from dashboard.deliveries.grouping import apply_group_changes
-from dashboard.deliveries.ingest import PERIOD_TABLES, ROLLUP_TABLES
+from dashboard.deliveries.ingest import PERIOD_TABLES, ROLLUP_TABLES, STREAM_PERIOD_TABLE
 from dashboard.deliveries.models import PeriodRollup
 from dashboard.deliveries.write_lock import take_write_lock
 
@@ -69,7 +69,8 @@ def enforce_retention(
     _delete_what_outlived_the_deliveries(delivery_cutoff, batch_size, max_batches, result)
     # A period rollup goes when its whole period is before the cutoff.
     cutoffs = [(table, rollup_cutoff) for table in ROLLUP_TABLES]
-    cutoffs += [(table, PeriodRollup.period_of(rollup_cutoff)) for table, _hourly, _extra in PERIOD_TABLES]
+    period_tables = [table for table, _hourly, _extra in PERIOD_TABLES] + [STREAM_PERIOD_TABLE]
+    cutoffs += [(table, PeriodRollup.period_of(rollup_cutoff)) for table in period_tables]
     for table, cutoff in cutoffs:
         while result.batches < max_batches:
             with transaction.atomic(), connection.cursor() as cursor:

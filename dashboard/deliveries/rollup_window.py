@@ -1,6 +1,8 @@
 """Counts over a window of hours from the fewest rollup rows that give them exactly: the whole six-hour periods
 inside the window from the period rollups, the hours before the first and after the last whole period from
-the hourly rollups (for one decoded event: the event period and event rollups). A 30-day window reads ~120 periods instead of ~720 hours, whatever the daily rate.
+the hourly rollups (for one decoded event: the event period and event rollups; for a read that needs neither
+the error-group nor the retry dimension: the stream period rollups). A 30-day window reads ~120 periods
+instead of ~720 hours, whatever the daily rate.
 
 Each read is two queries, one per table (the hourly edges are one query), and the two's rows are added together, so the result is what the hourly
 rollups of the whole window give (ingest keeps the period rows equal to the sums of their hours)."""
@@ -22,6 +24,8 @@ from dashboard.deliveries.models import (
     HourlyRollup,
     PeriodRollup,
     RollupQuerySet,
+    SliceCountsQuerySet,
+    StreamPeriodRollup,
 )
 
 # A window reads the period rollups only when it holds at least this many whole periods; shorter ones read
@@ -31,23 +35,24 @@ MIN_PERIODS = 4
 
 @dataclass(frozen=True)
 class RollupWindow:
-    parts: tuple[RollupQuerySet, ...]
+    parts: tuple[SliceCountsQuerySet, ...]
     # `by_dimensions` also sums the hours from this one on (suffix `_recent`).
     split_at: datetime | None = None
 
     @classmethod
     def between(
         cls, start: datetime, end: datetime | None, *, step: timedelta | None = None, split_at: datetime | None = None,
-        event: str = "",
+        event: str = "", per_stream: bool = False,
     ) -> RollupWindow:
         """The rollups of the hours from the one holding `start` to `end` (None: no end). With `step`, the
         rows are to be bucketed that wide from midnight UTC, so periods are read only if it is a multiple of
         ROLLUP_PERIOD. With `split_at` (an hour), periods are read only before it, so that `by_dimensions`
         can sum the hours from it on apart. With `event`, only the deliveries holding that decoded event: the
-        event and event period rollups, read the same way."""
+        event and event period rollups, read the same way. With `per_stream`, whole periods come from the
+        stream period rollups: the window is then neither sliced nor read by error group or retry count."""
         first_hour = HourlyRollup.hour_of(start)
         hourly: RollupQuerySet = HourlyRollup.objects.all()
-        periods: RollupQuerySet = PeriodRollup.objects.all()
+        periods: SliceCountsQuerySet = (StreamPeriodRollup if per_stream else PeriodRollup).objects.all()
         if event:
             hourly = EventRollup.objects.for_event(event)
             periods = EventPeriodRollup.objects.for_event(event)
@@ -84,12 +89,18 @@ class RollupWindow:
         )
 
     def by_group_and_bucket(self, origin: datetime, step: timedelta) -> list[dict[str, Any]]:
-        return merged((part.by_group_and_bucket(origin, step) for part in self.parts),
+        return merged((_every_dimension(part).by_group_and_bucket(origin, step) for part in self.parts),
                       ("error_group_id", "bucket"), ("n",))
 
     def retry_distribution(self, *dimensions: str) -> list[dict[str, Any]]:
-        return merged((part.retry_distribution(*dimensions) for part in self.parts),
+        return merged((_every_dimension(part).retry_distribution(*dimensions) for part in self.parts),
                       (*dimensions, "status", "retries"), ("n",))
+
+
+def _every_dimension(part: SliceCountsQuerySet) -> RollupQuerySet:
+    if not isinstance(part, RollupQuerySet):
+        raise TypeError("a window read per stream has no error-group or retry-count dimension")
+    return part
 
 
 def merged(

@@ -86,7 +86,10 @@ def build(start: datetime, end: datetime, slice_kwargs: dict[str, Any], *, event
     step = choose_step(span, hourly_only=from_rollups)
     first = floor_to(start, step)
     if from_rollups:
-        rows = RollupWindow.between(first, end, step=step, event=event).slice(**slice_kwargs).bucketed(EPOCH, step)
+        window = RollupWindow.between(
+            first, end, step=step, event=event, per_stream=not slice_kwargs.get("error_group_id")
+        )
+        rows = window.slice(**slice_kwargs).bucketed(EPOCH, step)
     else:
         raw = Delivery.objects.slice(**slice_kwargs).between(first, end)
         if event:

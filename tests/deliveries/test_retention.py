@@ -8,7 +8,14 @@ import pytest
 from django.utils import timezone
 
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Delivery, ErrorGroup, ErrorMessage, HourlyRollup, PeriodRollup
+from dashboard.deliveries.models import (
+    Delivery,
+    ErrorGroup,
+    ErrorMessage,
+    HourlyRollup,
+    PeriodRollup,
+    StreamPeriodRollup,
+)
 from dashboard.deliveries.retention import enforce_retention
 from tests.deliveries.test_ingest import make_source_row, record
 
@@ -33,10 +40,12 @@ def test_expired_deliveries_go_and_rollups_stay_longer(settings: object) -> None
     assert ErrorMessage.objects.count() == 0, "no stored delivery carries the message any more"
     assert HourlyRollup.objects.count() == rollup_rows, "rollups outlive the deliveries"
     assert PeriodRollup.objects.count() > 0
+    assert StreamPeriodRollup.objects.count() > 0
 
     enforce_retention(now=now + timedelta(days=400))
     assert HourlyRollup.objects.count() == 0
     assert PeriodRollup.objects.count() == 0
+    assert StreamPeriodRollup.objects.count() == 0
 
 
 def test_nothing_recent_is_touched() -> None:

@@ -9,7 +9,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Delivery, EventPeriodRollup, EventRollup, HourlyRollup, PeriodRollup
+from dashboard.deliveries.models import (
+    Delivery,
+    EventPeriodRollup,
+    EventRollup,
+    HourlyRollup,
+    PeriodRollup,
+    StreamPeriodRollup,
+)
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.devtools.generator import generate_deliveries
 from tests.checks import assert_derived_exact
@@ -122,3 +129,43 @@ def test_a_split_window_sums_the_recent_hours_apart() -> None:
     ]
     assert got == want
     assert any(row[-3] for row in got) and any(row[3] > row[-3] for row in got)
+
+
+def test_a_window_read_per_stream_gets_what_the_hourly_rollups_give_from_fewer_rows() -> None:
+    generate_deliveries(4000, days=8, newest=NEWEST, failure_rate=0.3, analyze=False)
+    start, day_ago = NEWEST - timedelta(days=7, minutes=17), HourlyRollup.hour_of(NEWEST - timedelta(hours=24))
+    per_stream = RollupWindow.between(start, NEWEST, split_at=day_ago, per_stream=True)
+    assert [part.model for part in per_stream.parts] == [HourlyRollup, StreamPeriodRollup]
+    fields = ("stream_id", "tag", "webhook_url", "chain_id")
+    sums = ("total", "failed", "retried", "total_recent", "failed_recent", "retried_recent")
+    got = [tuple(r[f] for f in (*fields, *sums)) for r in per_stream.by_dimensions(*fields)]
+    exact = HourlyRollup.objects.between(HourlyRollup.hour_of(start), NEWEST)
+    want = [tuple(r[f] for f in (*fields, *sums)) for r in exact.by_dimensions(*fields, split_at=day_ago)]
+    assert got == want
+    assert sum(row[len(fields) + 2] for row in got) > 0, "the generated deliveries were retried"
+
+    # The same periods from a fraction of the rows (the hourly edges are the same rows).
+    periods = RollupWindow.between(start, NEWEST, split_at=day_ago).parts[1]
+    assert periods.model is PeriodRollup
+    assert per_stream.parts[1].count() * 2 < periods.count()
+    for step in (timedelta(hours=6), timedelta(days=1)):
+        stepped = RollupWindow.between(start, NEWEST, step=step, per_stream=True)
+        assert stepped.bucketed(EPOCH, step) == hourly(start, NEWEST).bucketed(EPOCH, step)
+        one = {"stream_id": got[0][0], "status": "failing"}
+        assert stepped.slice(**one).bucketed(EPOCH, step) == hourly(start, NEWEST).slice(**one).bucketed(EPOCH, step)
+
+
+def test_ingest_keeps_the_stream_periods_equal_to_the_periods() -> None:
+    source = make_source_row()
+    period_end = PeriodRollup.period_of(T0) + timedelta(hours=6)
+    minutes = int((period_end - T0).total_seconds() // 60)
+    store_records(source, [record(i, minutes=minutes - 30 + 20 * i, error="timeout" if i % 2 else "", retries=i % 3)
+                           for i in range(1, 7)])
+    assert StreamPeriodRollup.objects.count() >= 2
+    assert_derived_exact()
+    # A retry that changes nothing but the retry count, one that succeeds, and a record moved to another period.
+    store_records(source, [record(1, minutes=minutes - 10, error="timeout", retries=2),
+                           record(3, minutes=minutes + 30, error="", retries=1),
+                           record(2, minutes=minutes + 400, error="")])
+    assert_derived_exact()
+    assert StreamPeriodRollup.objects.filter(retries_sum__gt=0).exists()

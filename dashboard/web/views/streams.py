@@ -38,7 +38,9 @@ def stream_list(request: HttpRequest) -> HttpResponse:
     day_ago = HourlyRollup.hour_of(now - timedelta(hours=24))
     # Streams silent for longer than raw history is kept are gone from every other page too.
     kept = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
-    rows = RollupWindow.between(kept, None, split_at=day_ago).by_dimensions("stream_id", "tag", "webhook_url", "chain_id")
+    rows = RollupWindow.between(kept, None, split_at=day_ago, per_stream=True).by_dimensions(
+        "stream_id", "tag", "webhook_url", "chain_id"
+    )
     streams = group_rows(rows, "stream_id")
     last_dates = Delivery.objects.last_delivery_dates(streams)
     health = url_health.url_health_now(now)

@@ -21,8 +21,8 @@ from dashboard.deliveries.records import parse_records
 
 TABLES = (
     "deliveries_delivery", "deliveries_errorgroup", "deliveries_errormessage", "deliveries_hourlyrollup",
-    "deliveries_periodrollup", "deliveries_eventrollup", "deliveries_eventperiodrollup", "deliveries_stream",
-    "deliveries_deliverychange", "deliveries_rollupchanges",
+    "deliveries_periodrollup", "deliveries_eventrollup", "deliveries_eventperiodrollup",
+    "deliveries_streamperiodrollup", "deliveries_stream", "deliveries_deliverychange", "deliveries_rollupchanges",
 )
 ERRORS = (
     "connect ECONNREFUSED 203.0.113.{n}:443",

@@ -37,7 +37,7 @@ SEARCH_TARGET_MS = 50.0
 # Tables whose queries are EXPLAINed: the ones that grow with the history.
 HOT_TABLES = (
     "deliveries_delivery", "deliveries_hourlyrollup", "deliveries_periodrollup", "deliveries_eventrollup",
-    "deliveries_eventperiodrollup", "deliveries_errorgroup", "deliveries_stream",
+    "deliveries_eventperiodrollup", "deliveries_streamperiodrollup", "deliveries_errorgroup", "deliveries_stream",
 )
 
 
