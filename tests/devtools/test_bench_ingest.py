@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -12,15 +14,19 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_it_prints_both_ratios_and_the_profile_and_drops_its_schemas(capsys: pytest.CaptureFixture[str]) -> None:
-    call_command("bench_ingest", "--rows", "300", "--batch", "100", "--rounds", "1", "--profile", "5")
+    call_command("bench_ingest", "--rows", "300", "--batch", "100", "--rounds", "1", "--profile", "5", "--statements")
 
     out = capsys.readouterr().out
     for line in ("plain COPY binary", "write path, new rows", "write path, 10 % of rows changed", "parsing in Python",
                  "write path / COPY, new rows, write only:", "write path / COPY, new rows, parsing included:",
                  "write path / COPY, new rows, each round:", "this process's CPU time:",
                  "cProfile of parsing and writing 300 new rows", "Ordered by: internal time",
-                 "Ordered by: cumulative time", "dashboard/deliveries/records.py"):
+                 "Ordered by: cumulative time", "dashboard/deliveries/records.py",
+                 "each statement of the write path, 300 new rows", "the COPY of the rows and Python between"):
         assert line in out, line
+    # Each batch took the write lock once, and the rollups were written by one statement a batch.
+    assert re.search(r" 3×  SELECT pg_advisory_xact_lock", out), out
+    assert re.search(r" 3×  WITH delta AS MATERIALIZED", out), out
     # The failing rows' attempt history went to the scratch schema too, and nothing reached the real tables.
     assert not Delivery.objects.exists() and not DeliveryChange.objects.exists()
     with connection.cursor() as cursor:

@@ -51,10 +51,15 @@ class Command(BaseCommand):
             "--profile", type=int, default=0, metavar="N",
             help="Also run parsing and the write path once more under cProfile and print its N top functions.",
         )
+        parser.add_argument(
+            "--statements", action="store_true",
+            help="Also run the write path of new rows once more with each SQL statement timed, and print where its "
+                 "time goes (the COPY itself and Python are what the statements leave).",
+        )
 
     def handle(
         self, *args: Any, rows: int, batch: int, seed: int, rounds: int, profile: int = 0, interval: float = 6.0,
-        **options: Any,
+        statements: bool = False, **options: Any,
     ) -> None:
         records = _records(rows, random.Random(seed), interval)
         size = sum(len(r["payload_bytes"]) for r in records) / len(records)
@@ -119,14 +124,36 @@ class Command(BaseCommand):
             f"write path, new rows, this process's CPU time: {statistics.median(timings['new_cpu']):.2f} s "
             f"of {upsert_seconds:.2f} s"
         )
-        if profile:
+        for wanted, run in ((profile, self._profile), (statements, self._statements)):
+            if not wanted:
+                continue
             try:
                 _make_schema("bench_upsert")
-                self._profile(records, batch, profile)
+                run(records, batch, profile)
             finally:
                 with connection.cursor() as cursor:
                     cursor.execute("SET search_path TO DEFAULT")
                     cursor.execute("DROP SCHEMA IF EXISTS bench_upsert CASCADE")
+
+    def _statements(self, records: list[dict[str, Any]], batch: int, _top: int) -> None:
+        """The write path of new rows with each statement it sends timed, grouped by the statement's start."""
+        parsed = parse_records(records, [])
+        spent: dict[str, list[float]] = {}
+
+        def timed(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return execute(sql, params, many, context)
+            finally:
+                spent.setdefault(" ".join(sql.split())[:72], []).append(time.perf_counter() - started)
+
+        with connection.execute_wrapper(timed):
+            total = _timed(_upsert, parsed, batch)
+        self.stdout.write(f"each statement of the write path, {len(parsed)} new rows ({total:.2f} s):")
+        for text, seconds in sorted(spent.items(), key=lambda item: -sum(item[1])):
+            self.stdout.write(f"{sum(seconds) * 1000:>9.1f} ms {len(seconds):>5}×  {text}")
+        rest = total - sum(sum(seconds) for seconds in spent.values())
+        self.stdout.write(f"{rest * 1000:>9.1f} ms        the COPY of the rows and Python between statements")
 
     def _profile(self, records: list[dict[str, Any]], batch: int, top: int) -> None:
         """Parsing and the write path of new rows, page by page as a poll does, under cProfile."""
