@@ -239,6 +239,18 @@ class SliceCountsQuerySet(SliceFilters, models.QuerySet[_Counts]):
             aggregates["retried_recent"] = Coalesce(Sum(self.retried, filter=recent), 0)
         return list(self.values(*fields).annotate(**aggregates).order_by(*fields))
 
+    def attempt_counts(self) -> dict[str, int]:
+        """Deliveries, and attempts inferred from their retry counts: each delivery made 1 + retries attempts,
+        all failed but the last of a delivered one."""
+        sums = self.aggregate(
+            stored=Coalesce(Sum("deliveries"), 0),
+            delivered=Coalesce(Sum("deliveries", filter=Q(status=DeliveryStatus.DELIVERED)), 0),
+            retried=Coalesce(Sum(self.retried), 0),
+        )
+        sums["attempts"] = sums.pop("retried") + sums["stored"]
+        sums["failed_attempts"] = sums["attempts"] - sums["delivered"]
+        return sums
+
     def change_stamp(self, since: datetime) -> str:
         """A value that changes whenever the rollups from `since` on do: the count of in-place changes
         (`RollupChanges`, moved on by ingest whenever it adds to or takes from rollup rows), the newest rollup
@@ -262,17 +274,6 @@ class RollupQuerySet(SliceCountsQuerySet[_Rollup]):
     (`EventRollup`, `EventPeriodRollup`), per error group and retry count too."""
 
     retried: Any = F("deliveries") * F("retries")
-
-    def attempt_counts(self) -> dict[str, int]:
-        """Deliveries, and attempts inferred from their retry counts: each delivery made 1 + retries attempts,
-        all failed but the last of a delivered one."""
-        sums = self.aggregate(
-            stored=Coalesce(Sum("deliveries"), 0),
-            delivered=Coalesce(Sum("deliveries", filter=Q(status=DeliveryStatus.DELIVERED)), 0),
-            attempts=Coalesce(Sum(F("deliveries") * (F("retries") + 1)), 0),
-        )
-        sums["failed_attempts"] = sums["attempts"] - sums["delivered"]
-        return sums
 
     def attempts_by_url(self) -> list[dict[str, Any]]:
         """Rows of (webhook_url, hour, status, retries, n) in time order: enough to replay every attempt."""

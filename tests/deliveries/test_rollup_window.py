@@ -144,6 +144,11 @@ def test_a_window_read_per_stream_gets_what_the_hourly_rollups_give_from_fewer_r
     assert got == want
     assert sum(row[len(fields) + 2] for row in got) > 0, "the generated deliveries were retried"
 
+    for stream_id in {row[0] for row in got}:
+        whole = HourlyRollup.objects.filter(stream_id=stream_id).attempt_counts()
+        assert StreamPeriodRollup.objects.filter(stream_id=stream_id).attempt_counts() == whole
+        assert whole["attempts"] > whole["stored"] > whole["delivered"] > 0
+
     # The same periods from a fraction of the rows (the hourly edges are the same rows).
     periods = RollupWindow.between(start, NEWEST, split_at=day_ago).parts[1]
     assert periods.model is PeriodRollup

@@ -16,7 +16,7 @@ from dashboard.actions.models import ProviderAction
 from dashboard.actions.services import can_act
 from dashboard.deliveries import url_health
 from dashboard.deliveries.links import deliveries_list_query
-from dashboard.deliveries.models import Delivery, HourlyRollup, Stream
+from dashboard.deliveries.models import Delivery, HourlyRollup, Stream, StreamPeriodRollup
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.replica import reads_replica
 from dashboard.web.stats import SliceStats, group_rows
@@ -91,7 +91,9 @@ def stream_detail(request: HttpRequest, stream_id: str) -> HttpResponse:
     urls = sorted(set(stream.webhook_urls) | ({stream.provider_webhook_url} - {""}))
     healths = url_health.url_health_now(now, urls)
     worst = url_health.checked(url_health.worst(healths.values()), stream.provider_status)
-    stored = HourlyRollup.objects.filter(stream_id=stream.stream_id).attempt_counts()
+    # The whole history's counts from its period rows, which sum its hours (ingest keeps the current period's too;
+    # retention drops a period once all its hours are gone).
+    stored = StreamPeriodRollup.objects.filter(stream_id=stream.stream_id).attempt_counts()
     context = {
         "nav": "streams",
         "stream": stream,
