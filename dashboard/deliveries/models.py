@@ -729,7 +729,8 @@ class PeriodRollup(RollupCounts):
 class StreamPeriodRollup(SliceCounts):
     """The period rollups summed over error group and retry count: per ROLLUP_PERIOD, stream, tag, webhook URL,
     chain and status, the deliveries and their retries. What a long window read per stream (the streams page,
-    charts not sliced by error group) sums: ~55 times fewer rows than the period rollups at 10 M deliveries.
+    charts not sliced by error group, a stream's whole history) sums: at 10 M deliveries, 8.5 k rows for 90 days
+    where the period rollups hold 156 k.
     Ingest adds the same counts here as there (`ingest.add_to_rollups`); a rebuild or a search-key refresh
     recomputes it from the period rows (`ingest.refresh_periods`)."""
 
