@@ -377,14 +377,15 @@ def refresh_rollups(cursor: Any, touched: set[tuple[int, str, datetime]]) -> Non
     refresh_periods(cursor, periods)
 
 
-ROLLUP_COLUMNS = "tag, webhook_url, chain_id, status, error_group_id, retries"
-# The stream period rollup's columns beside source, period and stream, and what it sums.
+_EVERY_DIMENSION = ("tag", "webhook_url", "chain_id", "status", "error_group_id", "retries")
+ROLLUP_COLUMNS = ", ".join(_EVERY_DIMENSION)
+# The stream period rollup's columns beside source, period and stream.
 STREAM_PERIOD_TABLE = "deliveries_streamperiodrollup"
-STREAM_PERIOD_COLUMNS = "tag, webhook_url, chain_id, status"
+_STREAM_DIMENSIONS = ("tag", "webhook_url", "chain_id", "status")
+STREAM_PERIOD_COLUMNS = ", ".join(_STREAM_DIMENSIONS)
 
 _PERIOD = "date_bin(%(period)s, d.hour, %(origin)s)"
 _WITH_EVENTS = "delta d JOIN delta_events e ON e.k = d.k"
-_EVERY_DIMENSION = ("tag", "webhook_url", "chain_id", "status", "error_group_id", "retries")
 _COUNTED = {"deliveries": "sum(d.n)"}
 
 
@@ -410,7 +411,7 @@ _ADD_TARGETS = {
     "deliveries_periodrollup": _Target(_PERIOD, "delta d", _EVERY_DIMENSION, _COUNTED),
     "deliveries_eventperiodrollup": _Target(_PERIOD, _WITH_EVENTS, (*_EVERY_DIMENSION, "event"), _COUNTED),
     STREAM_PERIOD_TABLE: _Target(
-        _PERIOD, "delta d", tuple(STREAM_PERIOD_COLUMNS.split(", ")),
+        _PERIOD, "delta d", _STREAM_DIMENSIONS,
         {"deliveries": "sum(d.n)", "retries_sum": "sum(d.n * d.retries)"},
     ),
 }
