@@ -14,6 +14,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from dashboard.deliveries import partitions
 from dashboard.deliveries.grouping import error_template
 from dashboard.deliveries.models import Delivery, Stream
 from dashboard.deliveries.payload_keys import search_keys
@@ -36,13 +37,19 @@ WEEKS = 4
 
 @pytest.fixture(scope="module")
 def big_table(django_db_setup: None, django_db_blocker: Any) -> Iterator[Generated]:
-    """Committed once for the module (each test still runs in its own transaction), removed afterwards."""
-    with django_db_blocker.unblock():
+    """Committed once for the module (each test still runs in its own transaction), removed afterwards with
+    the week partitions it made: a later test's retention would find them and drop them."""
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        before = {p.name for p in partitions.partitions(cursor)}
         made = generate_deliveries(ROWS, seed=SEED, hostile=True, newest=NEWEST, days=7 * WEEKS)
     yield made
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute("TRUNCATE deliveries_delivery, deliveries_stream, deliveries_errorgroup CASCADE")
         Source.objects.filter(pk=made.source.pk).delete()
+        for partition in partitions.partitions(cursor):
+            if partition.name not in before:
+                cursor.execute(f"DROP TABLE {partition.name}")
+        assert {p.name for p in partitions.partitions(cursor)} == before
 
 
 def sample_delivery(made: Generated) -> Delivery:
