@@ -4,6 +4,7 @@ slice is, and Postgres's date_bin."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +26,36 @@ class DateBin(models.Func):
             expression,
             Value(origin, output_field=models.DateTimeField()),
         )
+
+
+@models.Field.register_lookup
+class AnyOf(models.Lookup):
+    """`field__any=values`: `field = ANY('{…}'::type[])`, the values sent as one array literal. Answers what
+    `__in` does for the thousands of ids a search key's index gives, where `__in` (a placeholder and a quoted
+    literal per value, built by the client-side binding) cost more than the query: 12 ms of the client's
+    time for 2,000 ids and dates, against ~1 ms of execution. The values must be of the column's Python type
+    (ids as UUIDs, dates aware); each is written as its text and quoted as an array element.
+
+    One value is compared with `=`, as Postgres rewrites a one-element IN: an index on the column then gives
+    its rows in the index's order (PostgreSQL 15 gives no order across the elements of an array)."""
+
+    lookup_name = "any"
+    prepare_rhs = False
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        cast = self.lhs.output_field.cast_db_type(connection)
+        values = list(self.rhs)
+        if len(values) == 1:
+            return f"{lhs} = %s::{cast}", (*lhs_params, str(values[0]))
+        return f"{lhs} = ANY(%s::{cast}[])", (*lhs_params, array_literal(values))
+
+
+def array_literal(values: Iterable[Any]) -> str:
+    """A Postgres array literal of the values' text forms, every element double-quoted (NULL for None)."""
+    return "{" + ",".join(
+        "NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values
+    ) + "}"
 
 
 class SliceFilters:

@@ -264,7 +264,7 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
     table when the key is rare (2.4 s at 2 M rows for one tx hash). Instead the column statistics are asked
     first whether a key is frequent (`key_share`) and, when it is not, the ids holding it are fetched through
     the GIN index (a bitmap scan, bounded by KEY_CANDIDATES). Up to that bound the set is complete and
-    the result is `id IN (those ids) AND date IN (their dates)`: every order, filter and page the caller adds
+    the result is `id = ANY(those ids) AND date = ANY(their dates)`: every order, filter and page the caller adds
     stays exact and reads only those rows. A frequent key keeps the plain overlap, whose date-ordered walk
     finds a match every 1/share rows.
     """
@@ -281,10 +281,10 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
         found = cursor.fetchall()
     if len(found) > KEY_CANDIDATES:
         return deliveries.with_any_key(keys)
-    # The dates too: `date IN (…)` prunes the partitions holding none of them and bounds any walk of the date
+    # The dates too: `date = ANY(…)` prunes the partitions holding none of them and bounds any walk of the date
     # index to those dates' entries (else the planner may walk every partition's date index newest first,
     # filtering by id, for a few hundred matches spread over the table).
-    return deliveries.filter(pk__in=[pk for pk, _date in found], date__in=sorted({date for _pk, date in found}))
+    return deliveries.filter(pk__any=[pk for pk, _date in found], date__any=sorted({date for _pk, date in found}))
 
 
 def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
@@ -345,7 +345,7 @@ def search_error_text(deliveries: DeliveryQuerySet, text: str) -> SearchOutcome:
     found = found[:ERROR_MESSAGES_MAX]
     messages = f"{'the newest ' if clipped else ''}{len(found):,} message{'s' if len(found) != 1 else ''}"
     return SearchOutcome(
-        deliveries.alias(message_digest=MD5("error_message")).filter(message_digest__in=found),
+        deliveries.alias(message_digest=MD5("error_message")).filter(message_digest__any=found),
         f"Searched error messages for \u201c{_shown(text)}\u201d: {messages} of {groups} match.",
     )
 
