@@ -6,7 +6,7 @@ import importlib
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 BEFORE_MOVE = [("deliveries", "0003_payload_lz4"), ("sources", None), ("polling", None)]
@@ -93,3 +93,33 @@ def test_the_stream_period_rollups_are_filled_from_the_period_rollups_stored_bef
     assert_derived_exact()
     fill = importlib.import_module("dashboard.deliveries.migrations.0017_stream_period_rollup").FILL
     assert f"pg_advisory_xact_lock({INGEST_LOCK_KEY})" in fill, "the migration waits for the ingest's write lock"
+
+
+def _indexes(table: str) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", [table])
+        return {name for (name,) in cursor.fetchall()}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_distinct_messages_keep_three_indexes_and_their_digests_stay_unique() -> None:
+    from django.db import IntegrityError
+
+    from dashboard.deliveries.ingest import store_records
+    from dashboard.deliveries.models import ErrorMessage
+    from tests.deliveries.test_ingest import make_source_row, record
+
+    _migrate([("deliveries", "0017_stream_period_rollup")])
+    assert len(_indexes("deliveries_errormessage")) == 5
+    _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    assert _indexes("deliveries_errormessage") == {
+        "deliveries_errormessage_pkey", "errormessage_digest", "errormessage_group_seen",
+    }
+    source = make_source_row()
+    store_records(source, [record(1, error="timeout of 10000ms exceeded"), record(2, error="timeout of 10000ms exceeded")])
+    message = ErrorMessage.objects.get()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ErrorMessage.objects.create(
+            digest=message.digest, message="other", error_group=message.error_group, last_seen=message.last_seen
+        )

@@ -36,6 +36,8 @@ from dashboard.deliveries import metrics
 from dashboard.deliveries.grouping import apply_group_changes, group_ids_for
 from dashboard.deliveries.models import PERIOD_ORIGIN, ROLLUP_PERIOD, HourlyRollup, PeriodRollup
 from dashboard.deliveries.partitions import ensure_partitions
+from dashboard.deliveries.payload_keys import event_names
+from dashboard.deliveries.querysets import array_literal
 from dashboard.deliveries.records import ParsedRecord, parse_records, raw_json
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.deliveries.write_lock import take_write_lock
@@ -187,7 +189,7 @@ def store_parsed(source_id: int, parsed: Sequence[ParsedRecord], result: StoreRe
 def _counted(p: ParsedRecord, source_id: int, group_id: int | None) -> Counted:
     return Counted(
         source_id, p.date, p.stream_id, p.tag, p.webhook_url, p.chain_id, p.status, group_id, p.retries,
-        tuple(key[6:] for key in p.search_keys if key.startswith("event:")), p.is_test,
+        event_names(p.search_keys), p.is_test,
     )
 
 
@@ -200,7 +202,8 @@ def _stored_digests(cursor: Any, ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
     # The ids reach the scans as one value computed before them (an InitPlan): given as a literal array, the
     # planner estimated each of its ~1,000 ids against each week partition, which took as long as the lookup.
     cursor.execute(
-        "SELECT id, record_hash FROM deliveries_delivery WHERE id = ANY(ARRAY(SELECT unnest(%s::uuid[])))", [ids]
+        "SELECT id, record_hash FROM deliveries_delivery WHERE id = ANY(ARRAY(SELECT unnest(%s::uuid[])))",
+        [array_literal(ids)],
     )
     return dict(cursor.fetchall())
 
@@ -220,8 +223,10 @@ def _insert_new(
               FROM unnest(%s::uuid[], %s::timestamptz[], %s::int[], %s::varchar[], %s::text[])
                    AS t(id, date, retries, status, error_message)
             """,
-            [now, [p.id for p in failing], [p.date for p in failing], [p.retries for p in failing],
-             [p.status for p in failing], [p.error_message for p in failing]],
+            [now, *(array_literal(values) for values in (
+                [p.id for p in failing], [p.date for p in failing], [p.retries for p in failing],
+                [p.status for p in failing], [p.error_message for p in failing],
+            ))],
         )
     return [Written(p.id, _counted(p, source_id, _group_of(p, group_ids)), None) for p in new]
 
@@ -504,7 +509,8 @@ def add_to_rollups(cursor: Any, rows: Iterable[tuple[Counted, int]]) -> None:
         params["n"].append(n)
         params["event_k"].extend([k] * len(key[-1]))
         params["event"].extend(key[-1])
-    cursor.execute(_ADD_TO_ROLLUPS, params)
+    cursor.execute(_ADD_TO_ROLLUPS, {name: array_literal(value) if isinstance(value, list) else value
+                                     for name, value in params.items()})
     if any(n < 0 for _key, n in deltas):
         cursor.execute(_DELETE_EMPTY_ROLLUPS, {"stream": params["stream"], "hour": params["hour"],
                                                "period": ROLLUP_PERIOD, "origin": PERIOD_ORIGIN})

@@ -9,6 +9,7 @@ as does every decoded call, so a `Transfer`'s `to` is found by address search.""
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from typing import Any
 
 from dashboard.deliveries.decoding import addresses, decode_input, decode_log, read_abi
@@ -60,6 +61,18 @@ def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> lis
     keys.update(f"topic:{v.lower()}" for v in topics if isinstance(v, str) and _HEX32.match(v))
     return sorted(keys)
 
+
+def event_names(keys: list[str]) -> tuple[str, ...]:
+    """The decoded event names among `keys` as `search_keys` returns them (sorted: the "event:" keys lie
+    together, found by bisection rather than by reading every key)."""
+    start = bisect_left(keys, EVENT_PREFIX)
+    end = bisect_left(keys, EVENT_END, start)
+    return tuple(key[len(EVENT_PREFIX):] for key in keys[start:end])
+
+
+EVENT_PREFIX = "event:"
+# A string after every "event:…" key and before any later key: ";" follows ":" in code point order.
+EVENT_END = "event;"
 
 _TRANSFER_ADDRESS_FIELDS = ("contract", "from", "to", "owner", "spender", "operator", "approvedAll", "address")
 

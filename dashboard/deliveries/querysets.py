@@ -1,6 +1,6 @@
 """Query building blocks the delivery QuerySets (in models.py) share: the slice filters both tables
 understand, so a chart drawn from the rollups and a list read from raw deliveries always agree on what a
-slice is, and Postgres's date_bin."""
+slice is, Postgres's date_bin, and arrays sent as one literal (the `__any` lookup, and ingest's statements)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,10 @@ class AnyOf(models.Lookup):
 
 
 def array_literal(values: Iterable[Any]) -> str:
-    """A Postgres array literal of the values' text forms, every element double-quoted (NULL for None)."""
+    """A Postgres array literal of the values' text forms, every element double-quoted (NULL for None), for a
+    parameter cast to an array type. The client-side binding quotes one string where it would adapt and quote
+    each element of a list: ~2 µs a UUID, ~3.5 µs a date, which for the thousand ids of an ingest batch cost
+    more than the statement's execution."""
     return "{" + ",".join(
         "NULL" if v is None else '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values
     ) + "}"

@@ -31,3 +31,13 @@ def test_search_keys_cover_logs_txs_internal_txs_transfers_and_triggers() -> Non
 def test_search_keys_survive_odd_payloads() -> None:
     assert search_keys(None, None) == []
     assert search_keys({"logs": "nope", "txs": [None, 3, {"hash": 5}]}, None) == []
+
+
+def test_event_names_are_the_event_keys_found_by_bisection() -> None:
+    from dashboard.deliveries.payload_keys import event_names
+
+    keys = sorted(["addr:0x01", "block:5", "event:approval", "event:transfer", "event:", "events:x", "eventz",
+                   "event", "topic:0x02", "tx:0x03"])
+    assert event_names(keys) == ("", "approval", "transfer")
+    assert event_names(keys) == tuple(k[6:] for k in keys if k.startswith("event:"))
+    assert event_names(["addr:0x01", "tx:0x03"]) == () and event_names([]) == ()
