@@ -62,6 +62,11 @@ def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> lis
     return sorted(keys)
 
 
+EVENT_PREFIX = "event:"
+# A string after every "event:…" key and before any later key: ";" follows ":" in code point order.
+EVENT_END = "event;"
+
+
 def event_names(keys: list[str]) -> tuple[str, ...]:
     """The decoded event names among `keys` as `search_keys` returns them (sorted: the "event:" keys lie
     together, found by bisection rather than by reading every key)."""
@@ -69,10 +74,6 @@ def event_names(keys: list[str]) -> tuple[str, ...]:
     end = bisect_left(keys, EVENT_END, start)
     return tuple(key[len(EVENT_PREFIX):] for key in keys[start:end])
 
-
-EVENT_PREFIX = "event:"
-# A string after every "event:…" key and before any later key: ";" follows ":" in code point order.
-EVENT_END = "event;"
 
 _TRANSFER_ADDRESS_FIELDS = ("contract", "from", "to", "owner", "spender", "operator", "approvedAll", "address")
 

@@ -47,7 +47,7 @@ class AnyOf(models.Lookup):
         cast = self.lhs.output_field.cast_db_type(connection)
         values = list(self.rhs)
         if len(values) == 1:
-            return f"{lhs} = %s::{cast}", (*lhs_params, str(values[0]))
+            return f"{lhs} = %s::{cast}", (*lhs_params, values[0])
         return f"{lhs} = ANY(%s::{cast}[])", (*lhs_params, array_literal(values))
 
 

@@ -61,3 +61,4 @@ def test_one_value_is_an_equality_an_index_gives_in_order() -> None:
     sql = str(one.query)
     assert "= ANY(" not in sql and f"= {digest}" in sql
     assert one.count() == Delivery.objects.alias(digest=MD5("error_message")).filter(digest=digest).count() > 0
+    assert not Delivery.objects.filter(pk__any=[None]).exists() and not Delivery.objects.filter(pk__any=[None, None]).exists()
