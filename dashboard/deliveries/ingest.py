@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -44,6 +44,7 @@ from dashboard.deliveries.write_lock import take_write_lock
 from dashboard.sources.models import Source
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STAGE_TABLE = "deliveries_delivery_stage"
 
@@ -150,40 +151,105 @@ def store_parsed(source_id: int, parsed: Sequence[ParsedRecord], result: StoreRe
         stored = _stored_digests(cursor, [p.id for p in parsed])
         new = [p for p in parsed if p.id not in stored]
         rewritten = [p for p in parsed if p.id in stored and stored[p.id] != p.record_hash]
-        written = _insert_new(cursor, source_id, new, group_ids, now) if new else []
+        changes = BatchChanges(source_id)
+        if new:
+            _insert_new(cursor, source_id, new, group_ids, now, changes, last=not rewritten)
         if rewritten:
             _copy_to_stage(cursor, source_id, rewritten, group_ids, now)
-            written += _upsert_from_stage(cursor, {p.id: p for p in rewritten})
-        _drop_moved(cursor, written)
-        result.unchanged += len(parsed) - len(written)
-        if not written:
-            return
-        group_delta: dict[int, int] = defaultdict(int)
+            written = _upsert_from_stage(cursor, {p.id: p for p in rewritten})
+            _drop_moved(cursor, written)
+            for w in written:
+                changes.add(w)
+        result.unchanged += len(parsed) - changes.written
+        if changes.written:
+            changes.apply(cursor, result)
+
+
+class BatchChanges:
+    """What a batch's written rows change beside themselves: the error groups' counts and spans, the rollups and
+    the streams, each gathered row by row and sent in one statement apiece by `apply`. New rows are gathered
+    while the server still stores them (`copy_rows`'s `meanwhile`), so this Python work costs the batch no time."""
+
+    def __init__(self, source_id: int) -> None:
+        self.source_id = source_id
+        self.written = 0
+        self.inserted = 0
+        self.new_failures = 0
+        self.group_delta: dict[int, int] = defaultdict(int)
         # The dates of the rows each group gained, and the groups that lost a row.
-        gained: dict[int, tuple[datetime, datetime]] = {}
-        lost: set[int] = set()
-        for w in written:
-            if w.row.error_group_id is not None:
-                group_delta[w.row.error_group_id] += 1
-                span = gained.get(w.row.error_group_id)
-                date = w.row.date
-                gained[w.row.error_group_id] = (min(span[0], date), max(span[1], date)) if span else (date, date)
-            if w.old is None:
-                result.inserted += 1
-                if w.row.status != DeliveryStatus.DELIVERED:
-                    result.new_failures += 1
-                continue
-            result.updated += 1
-            if w.old.error_group_id is not None:
-                group_delta[w.old.error_group_id] -= 1
-                lost.add(w.old.error_group_id)
-            if w.row.status != DeliveryStatus.DELIVERED and w.old.status == DeliveryStatus.DELIVERED:
-                result.new_failures += 1
-        apply_group_changes(cursor, group_delta, {g: span for g, span in gained.items() if g not in lost})
-        # Each written row counts once more under its dimensions, a replaced row once less under its own.
-        add_to_rollups(cursor, [(w.row, 1) for w in written] + [(w.old, -1) for w in written if w.old is not None])
-        ids = {w.id for w in written}
-        _update_streams(cursor, source_id, [p for p in parsed if p.id in ids])
+        self.gained: dict[int, tuple[datetime, datetime]] = {}
+        self.lost: set[int] = set()
+        self.rollups: dict[tuple[Any, ...], int] = defaultdict(int)
+        self.streams: dict[str, _StreamSeen] = {}
+        self._prepared: tuple[dict[str, Any] | None, list[Any]] | None = None
+
+    def add(self, w: Written) -> None:
+        self._prepared = None
+        self.written += 1
+        row, old = w.row, w.old
+        group = row.error_group_id
+        if group is not None:
+            self.group_delta[group] += 1
+            span = self.gained.get(group)
+            self.gained[group] = (min(span[0], row.date), max(span[1], row.date)) if span else (row.date, row.date)
+        failing = row.status != DeliveryStatus.DELIVERED
+        # Each written row counts once more under its dimensions, a replaced row once less under its own. A
+        # test webhook is no chain event: it stays out of the counts every rate and chart reads.
+        if not row.is_test:
+            self.rollups[(row.source_id, HourlyRollup.hour_of(row.date), *row[2:10])] += 1
+        if old is None:
+            self.inserted += 1
+            self.new_failures += failing
+        else:
+            if old.error_group_id is not None:
+                self.group_delta[old.error_group_id] -= 1
+                self.lost.add(old.error_group_id)
+            self.new_failures += failing and old.status == DeliveryStatus.DELIVERED
+            if not old.is_test:
+                self.rollups[(old.source_id, HourlyRollup.hour_of(old.date), *old[2:10])] -= 1
+        seen = self.streams.get(row.stream_id)
+        if seen is None:
+            self.streams[row.stream_id] = _StreamSeen(row.tag, {row.webhook_url}, {row.chain_id}, row.date, row.date)
+        else:
+            seen.add(row)
+
+    def prepare(self) -> None:
+        """Compute the statements' parameters now (while the server is busy with the rows)."""
+        if self._prepared is None:
+            self._prepared = (rollup_params(self.rollups), _stream_params(self.source_id, self.streams))
+
+    def apply(self, cursor: Any, result: StoreResult) -> None:
+        self.prepare()
+        assert self._prepared is not None
+        rollups, streams = self._prepared
+        result.inserted += self.inserted
+        result.updated += self.written - self.inserted
+        result.new_failures += self.new_failures
+        apply_group_changes(
+            cursor, self.group_delta, {g: span for g, span in self.gained.items() if g not in self.lost}
+        )
+        if rollups is not None:
+            add_to_rollups(cursor, rollups)
+        cursor.execute(_UPDATE_STREAMS, streams)
+
+
+@dataclass
+class _StreamSeen:
+    """A stream as a batch's written rows show it: its latest tag, its URLs and chains, its first and last date."""
+
+    tag: str
+    urls: set[str]
+    chains: set[str]
+    first: datetime
+    last: datetime
+
+    def add(self, row: Counted) -> None:
+        self.urls.add(row.webhook_url)
+        self.chains.add(row.chain_id)
+        self.first = min(self.first, row.date)
+        if row.date >= self.last:
+            self.last = row.date
+            self.tag = row.tag
 
 
 def _counted(p: ParsedRecord, source_id: int, group_id: int | None) -> Counted:
@@ -209,13 +275,26 @@ def _stored_digests(cursor: Any, ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
 
 
 def _insert_new(
-    cursor: Any, source_id: int, new: Sequence[ParsedRecord], group_ids: dict[str, int], now: datetime
-) -> list[Written]:
+    cursor: Any, source_id: int, new: Sequence[ParsedRecord], group_ids: dict[str, int], now: datetime,
+    changes: BatchChanges, *, last: bool,
+) -> None:
     """COPY records stored under no id yet into the deliveries table and record the failing ones' first
-    attempt state."""
-    copy_rows(cursor, "deliveries_delivery", source_id, new, group_ids, now)
-    failing = [p for p in new if p.status != DeliveryStatus.DELIVERED]
-    if failing:
+    attempt state. Their changes are gathered (and, when no other rows follow, prepared) while the server
+    stores the rows."""
+
+    def meanwhile() -> list[Any]:
+        for p in new:
+            changes.add(Written(p.id, _counted(p, source_id, _group_of(p, group_ids)), None))
+        if last:
+            changes.prepare()
+        failing = [p for p in new if p.status != DeliveryStatus.DELIVERED]
+        return [now, *(array_literal(values) for values in (
+            [p.id for p in failing], [p.date for p in failing], [p.retries for p in failing],
+            [p.status for p in failing], [p.error_message for p in failing],
+        ))] if failing else []
+
+    first_states = copy_rows(cursor, "deliveries_delivery", source_id, new, group_ids, now, meanwhile=meanwhile)
+    if first_states:
         cursor.execute(
             """
             INSERT INTO deliveries_deliverychange (delivery_id, date, seen_at, retries, status, error_message)
@@ -223,18 +302,18 @@ def _insert_new(
               FROM unnest(%s::uuid[], %s::timestamptz[], %s::int[], %s::varchar[], %s::text[])
                    AS t(id, date, retries, status, error_message)
             """,
-            [now, *(array_literal(values) for values in (
-                [p.id for p in failing], [p.date for p in failing], [p.retries for p in failing],
-                [p.status for p in failing], [p.error_message for p in failing],
-            ))],
+            first_states,
         )
-    return [Written(p.id, _counted(p, source_id, _group_of(p, group_ids)), None) for p in new]
 
 
 def copy_rows(
-    cursor: Any, table: str, source_id: int, parsed: Sequence[ParsedRecord], group_ids: dict[str, int], now: datetime
-) -> None:
-    """Send parsed records' rows into `table` (the deliveries table's columns) with one binary COPY."""
+    cursor: Any, table: str, source_id: int, parsed: Sequence[ParsedRecord], group_ids: dict[str, int], now: datetime,
+    *, meanwhile: Callable[[], T] | None = None,
+) -> T | None:
+    """Send parsed records' rows into `table` (the deliveries table's columns) with one binary COPY; return what
+    `meanwhile` returns, called once every row is sent and before the server's answer is waited for. The server
+    stores the rows as they arrive and is still at it then (~50 ms for 1,000 rows of ~3.6 KB): Python work done
+    in that time is free."""
     raw = cursor.cursor  # the psycopg cursor under Django's wrapper, inside the same transaction
     columns = ", ".join(COLUMN_NAMES)
     with raw.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -250,6 +329,7 @@ def copy_rows(
                     p.record_hash, now, now, p.is_test,
                 )
             )
+        return meanwhile() if meanwhile is not None else None
 
 
 def _copy_to_stage(
@@ -488,32 +568,38 @@ _ADD_TO_ROLLUPS = (
 )
 
 
-def add_to_rollups(cursor: Any, rows: Iterable[tuple[Counted, int]]) -> None:
-    """Add each row's sign (1: a delivery now stored, -1: one no longer stored as it was) to the rollups of all
-    five tables, without reading the stored rows of their hours; rollup rows left counting nothing go."""
-    counts: dict[tuple[Any, ...], int] = defaultdict(int)
-    for row, sign in rows:
-        # A test webhook is no chain event: it stays out of the counts every rate and chart reads.
-        if not row.is_test:
-            counts[(row.source_id, HourlyRollup.hour_of(row.date), *row[2:10])] += sign
+def rollup_params(counts: dict[tuple[Any, ...], int]) -> dict[str, Any] | None:
+    """The parameters of `add_to_rollups` for counts per hourly dimensions and event names (source, hour,
+    stream, tag, URL, chain, status, group, retries, events); None when every count is zero."""
     # In one order whatever the batch, so that writers lock rollup rows alike (None sorts first).
     deltas = sorted(((key, n) for key, n in counts.items() if n), key=lambda kn: tuple((v is not None, v) for v in kn[0]))
     if not deltas:
-        return
+        return None
     names = ("source", "hour", "stream", "tag", "url", "chain", "status", "group", "retries")
     params: dict[str, Any] = {name: [] for name in (*names, "n", "event_k", "event")}
-    params.update(k=list(range(len(deltas))), period=ROLLUP_PERIOD, origin=PERIOD_ORIGIN)
     for k, (key, n) in enumerate(deltas):
         for name, value in zip(names, key[:-1], strict=True):
             params[name].append(value)
         params["n"].append(n)
         params["event_k"].extend([k] * len(key[-1]))
         params["event"].extend(key[-1])
-    cursor.execute(_ADD_TO_ROLLUPS, {name: array_literal(value) if isinstance(value, list) else value
-                                     for name, value in params.items()})
+    sent: dict[str, Any] = {name: array_literal(value) for name, value in params.items()}
+    sent.update(k=array_literal(range(len(deltas))), period=ROLLUP_PERIOD, origin=PERIOD_ORIGIN)
     if any(n < 0 for _key, n in deltas):
-        cursor.execute(_DELETE_EMPTY_ROLLUPS, {"stream": params["stream"], "hour": params["hour"],
-                                               "period": ROLLUP_PERIOD, "origin": PERIOD_ORIGIN})
+        # Rollup rows left counting nothing go, in the touched hours and periods.
+        sent["empty"] = {"stream": sent["stream"], "hour": sent["hour"], "period": ROLLUP_PERIOD,
+                         "origin": PERIOD_ORIGIN}
+    return sent
+
+
+def add_to_rollups(cursor: Any, params: dict[str, Any]) -> None:
+    """Add the counts `rollup_params` made of (+1 a delivery now stored, -1 one no longer stored as it was) to
+    the rollups of all five tables, without reading the stored rows of their hours; rollup rows left counting
+    nothing go."""
+    empty = params.get("empty")
+    cursor.execute(_ADD_TO_ROLLUPS, {name: value for name, value in params.items() if name != "empty"})
+    if empty is not None:
+        cursor.execute(_DELETE_EMPTY_ROLLUPS, empty)
 
 
 # Each period rollup table, the hourly table it sums, and the columns it has beside the shared dimensions.
@@ -630,47 +716,33 @@ def recompute_rollups_between(cursor: Any, start: datetime, end: datetime, sourc
     return int(cursor.fetchone()[0])
 
 
-def _update_streams(cursor: Any, source_id: int, written: Sequence[ParsedRecord]) -> None:
-    streams: dict[str, dict[str, Any]] = {}
-    for p in written:
-        entry = streams.get(p.stream_id)
-        if entry is None:
-            streams[p.stream_id] = {"tag": p.tag, "urls": {p.webhook_url}, "chains": {p.chain_id},
-                                    "first": p.date, "last": p.date}
-            continue
-        entry["urls"].add(p.webhook_url)
-        entry["chains"].add(p.chain_id)
-        entry["first"] = min(entry["first"], p.date)
-        if p.date >= entry["last"]:
-            entry["last"] = p.date
-            entry["tag"] = p.tag
+def _stream_params(source_id: int, streams: dict[str, _StreamSeen]) -> list[Any]:
     ids = sorted(streams)
-    cursor.execute(
-        """
-        INSERT INTO deliveries_stream
-               (source_id, stream_id, tag, webhook_urls, chain_ids, first_delivery_at, last_delivery_at)
-        SELECT %s, t.stream_id, t.tag, string_to_array(t.urls, E'\\x1f')::varchar[],
-               string_to_array(t.chains, E'\\x1f')::varchar[], t.first, t.last
-          FROM unnest(%s::varchar[], %s::varchar[], %s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[])
-               AS t(stream_id, tag, urls, chains, first, last)
-        ON CONFLICT (source_id, stream_id) DO UPDATE SET
-            tag = CASE WHEN deliveries_stream.last_delivery_at IS NULL
-                         OR EXCLUDED.last_delivery_at >= deliveries_stream.last_delivery_at
-                       THEN EXCLUDED.tag ELSE deliveries_stream.tag END,
-            webhook_urls = ARRAY(SELECT DISTINCT u FROM unnest(deliveries_stream.webhook_urls
-                                 || EXCLUDED.webhook_urls) AS u WHERE u <> '' ORDER BY u),
-            chain_ids = ARRAY(SELECT DISTINCT c FROM unnest(deliveries_stream.chain_ids
-                              || EXCLUDED.chain_ids) AS c WHERE c <> '' ORDER BY c),
-            first_delivery_at = LEAST(deliveries_stream.first_delivery_at, EXCLUDED.first_delivery_at),
-            last_delivery_at = GREATEST(deliveries_stream.last_delivery_at, EXCLUDED.last_delivery_at)
-        """,
-        [
-            source_id,
-            ids,
-            [streams[s]["tag"] for s in ids],
-            ["\x1f".join(sorted(u for u in streams[s]["urls"] if u)) for s in ids],
-            ["\x1f".join(sorted(c for c in streams[s]["chains"] if c)) for s in ids],
-            [streams[s]["first"] for s in ids],
-            [streams[s]["last"] for s in ids],
-        ],
-    )
+    return [source_id, *(array_literal(values) for values in (
+        ids,
+        [streams[s].tag for s in ids],
+        ["\x1f".join(sorted(u for u in streams[s].urls if u)) for s in ids],
+        ["\x1f".join(sorted(c for c in streams[s].chains if c)) for s in ids],
+        [streams[s].first for s in ids],
+        [streams[s].last for s in ids],
+    ))]
+
+
+_UPDATE_STREAMS = """
+INSERT INTO deliveries_stream
+       (source_id, stream_id, tag, webhook_urls, chain_ids, first_delivery_at, last_delivery_at)
+SELECT %s, t.stream_id, t.tag, string_to_array(t.urls, E'\\x1f')::varchar[],
+       string_to_array(t.chains, E'\\x1f')::varchar[], t.first, t.last
+  FROM unnest(%s::varchar[], %s::varchar[], %s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[])
+       AS t(stream_id, tag, urls, chains, first, last)
+ON CONFLICT (source_id, stream_id) DO UPDATE SET
+    tag = CASE WHEN deliveries_stream.last_delivery_at IS NULL
+                 OR EXCLUDED.last_delivery_at >= deliveries_stream.last_delivery_at
+               THEN EXCLUDED.tag ELSE deliveries_stream.tag END,
+    webhook_urls = ARRAY(SELECT DISTINCT u FROM unnest(deliveries_stream.webhook_urls
+                         || EXCLUDED.webhook_urls) AS u WHERE u <> '' ORDER BY u),
+    chain_ids = ARRAY(SELECT DISTINCT c FROM unnest(deliveries_stream.chain_ids
+                      || EXCLUDED.chain_ids) AS c WHERE c <> '' ORDER BY c),
+    first_delivery_at = LEAST(deliveries_stream.first_delivery_at, EXCLUDED.first_delivery_at),
+    last_delivery_at = GREATEST(deliveries_stream.last_delivery_at, EXCLUDED.last_delivery_at)
+"""
