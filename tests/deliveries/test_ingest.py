@@ -153,6 +153,46 @@ def test_streams_keep_every_webhook_url_and_the_newest_tag() -> None:
     assert_derived_exact()
 
 
+def test_a_batch_of_new_and_changed_records_counts_both() -> None:
+    """New rows' changes are gathered while their COPY is stored, the changed rows' after their upsert: one
+    batch holding both counts each once, in the groups, the rollups, the streams and the result."""
+    source = make_source_row()
+    store_records(source, [record(1, error="socket hang up"), record(2, minutes=20)])
+
+    result = store_records(source, [
+        record(1, error="", retries=1),                                  # changed: now delivered
+        record(2, error="socket hang up", retries=1, minutes=20),       # changed: now failing
+        record(3, error="socket hang up", minutes=30),                  # new, failing
+        record(4, minutes=90, stream="s2"),                             # new, a stream not seen before
+        record(5, minutes=40, tag="renamed"),                           # new, the stream's newest tag
+    ])
+
+    assert (result.inserted, result.updated, result.unchanged, result.new_failures) == (3, 2, 0, 2)
+    assert ErrorGroup.objects.get().delivery_count == 2
+    assert {s.stream_id: s.tag for s in Stream.objects.all()} == {"s1": "renamed", "s2": "tag-s2"}
+    assert sum(HourlyRollup.objects.values_list("deliveries", flat=True)) == 5
+    assert_derived_exact()
+
+
+def test_copy_rows_returns_what_it_computed_while_the_server_stored_the_rows() -> None:
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from dashboard.deliveries.ingest import copy_rows
+    from dashboard.deliveries.partitions import ensure_partitions
+    from dashboard.deliveries.records import parse_records
+
+    source = make_source_row()
+    parsed = parse_records([record(i, minutes=i) for i in range(1, 4)], [])
+    calls: list[int] = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        ensure_partitions(cursor, (p.date for p in parsed))
+        answer = copy_rows(cursor, "deliveries_delivery", source.pk, parsed, {}, timezone.now(),
+                           meanwhile=lambda: calls.append(1) or "prepared")
+    assert (answer, calls) == ("prepared", [1])
+    assert Delivery.objects.count() == 3
+
+
 def test_two_sources_keep_their_own_rollups() -> None:
     a, b = make_source_row("a"), make_source_row("b")
     store_records(a, [record(1), record(2, error="socket hang up")])
