@@ -85,7 +85,12 @@ class SliceFilters:
         if chain_id:
             qs = qs.filter(chain_id=chain_id)
         if status == "failing":
-            qs = qs.filter(status__in=FAILING_STATUSES)
+            # Every delivery of an error group is failing (a group is given to a non-empty error message only,
+            # and such a message makes the status retrying or failed: status.delivery_status), so beside a
+            # group the status adds nothing but a second index for the planner to combine: the count of a
+            # group's failing rows read both (26 ms at 2 M rows) where the group's index alone takes 3 ms.
+            if not error_group_id:
+                qs = qs.filter(status__in=FAILING_STATUSES)
         elif status:
             qs = qs.filter(status=status)
         if error_group_id:

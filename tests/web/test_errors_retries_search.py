@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from contextlib import ExitStack
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dashboard.deliveries.models import Delivery, ErrorGroup, ErrorMessage
@@ -159,6 +162,31 @@ def test_the_list_of_an_error_group_names_it(plain_source: Source, logged_in_cli
     group = ErrorGroup.objects.get()
     body = logged_in_client.get(f"/deliveries/?group={group.pk}").content.decode()
     assert "Error group:" in body and "socket hang up" in body
+
+
+def test_failing_beside_a_group_or_an_error_text_is_implied_not_queried(
+    plain_source: Source, logged_in_client: Client
+) -> None:
+    """Rows of an error group, or with an error text, are failing: the list shows the same rows with or without
+    `status=failing`, and its queries filter by the group alone (its count then reads the group's index only);
+    `status=failed` still narrows."""
+    now = timezone.now()
+    store(plain_source, *(record(date=now - timedelta(minutes=i), error="socket hang up", retries=i % 9)
+                          for i in range(12)), record(date=now))
+    group = ErrorGroup.objects.get()
+    for query in ({"group": str(group.pk)}, {"error": "hang up"}):
+        with ExitStack() as stack:
+            # Every alias: the list reads the replica's when one is configured.
+            captured = [stack.enter_context(CaptureQueriesContext(c)) for c in connections.all()]
+            failing = logged_in_client.get("/deliveries/", {**query, "status": "failing"})
+        # Read before the next request, which empties the connections' query logs.
+        reads = [q["sql"] for c in captured for q in c.captured_queries if 'FROM "deliveries_delivery"' in q["sql"]]
+        assert reads and all('"status" IN' not in sql for sql in reads), reads
+        plain = logged_in_client.get("/deliveries/", query)
+        assert failing.context["matched"].rows == plain.context["matched"].rows == 12
+        assert [d.pk for d in failing.context["deliveries"]] == [d.pk for d in plain.context["deliveries"]]
+        failed = logged_in_client.get("/deliveries/", {**query, "status": "failed"})
+        assert 0 < failed.context["matched"].rows == Delivery.objects.filter(status="failed").count() < 12
 
 
 def test_error_text_with_a_variable_part_finds_the_deliveries_of_each_message_holding_it(
