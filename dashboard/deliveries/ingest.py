@@ -181,7 +181,7 @@ class BatchChanges:
         self.lost: set[int] = set()
         self.rollups: dict[tuple[Any, ...], int] = defaultdict(int)
         self.streams: dict[str, _StreamSeen] = {}
-        self._prepared: tuple[dict[str, Any] | None, list[Any]] | None = None
+        self._prepared: tuple[RollupDelta | None, list[Any]] | None = None
 
     def add(self, w: Written) -> None:
         self._prepared = None
@@ -213,15 +213,14 @@ class BatchChanges:
         else:
             seen.add(row)
 
-    def prepare(self) -> None:
-        """Compute the statements' parameters now (while the server is busy with the rows)."""
+    def prepare(self) -> tuple[RollupDelta | None, list[Any]]:
+        """The statements' parameters, computed once (while the server is busy with the rows, when called then)."""
         if self._prepared is None:
-            self._prepared = (rollup_params(self.rollups), _stream_params(self.source_id, self.streams))
+            self._prepared = (rollup_delta(self.rollups), _stream_params(self.source_id, self.streams))
+        return self._prepared
 
     def apply(self, cursor: Any, result: StoreResult) -> None:
-        self.prepare()
-        assert self._prepared is not None
-        rollups, streams = self._prepared
+        rollups, streams = self.prepare()
         result.inserted += self.inserted
         result.updated += self.written - self.inserted
         result.new_failures += self.new_failures
@@ -568,9 +567,17 @@ _ADD_TO_ROLLUPS = (
 )
 
 
-def rollup_params(counts: dict[tuple[Any, ...], int]) -> dict[str, Any] | None:
-    """The parameters of `add_to_rollups` for counts per hourly dimensions and event names (source, hour,
-    stream, tag, URL, chain, status, group, retries, events); None when every count is zero."""
+class RollupDelta(NamedTuple):
+    """The parameters of the statement adding counts to the rollups, and of the one deleting the rollup rows
+    left counting nothing (None when no count went down)."""
+
+    add: dict[str, Any]
+    empty: dict[str, Any] | None
+
+
+def rollup_delta(counts: dict[tuple[Any, ...], int]) -> RollupDelta | None:
+    """What `add_to_rollups` sends for counts per hourly dimensions and event names (source, hour, stream, tag,
+    URL, chain, status, group, retries, events); None when every count is zero."""
     # In one order whatever the batch, so that writers lock rollup rows alike (None sorts first).
     deltas = sorted(((key, n) for key, n in counts.items() if n), key=lambda kn: tuple((v is not None, v) for v in kn[0]))
     if not deltas:
@@ -585,21 +592,20 @@ def rollup_params(counts: dict[tuple[Any, ...], int]) -> dict[str, Any] | None:
         params["event"].extend(key[-1])
     sent: dict[str, Any] = {name: array_literal(value) for name, value in params.items()}
     sent.update(k=array_literal(range(len(deltas))), period=ROLLUP_PERIOD, origin=PERIOD_ORIGIN)
-    if any(n < 0 for _key, n in deltas):
-        # Rollup rows left counting nothing go, in the touched hours and periods.
-        sent["empty"] = {"stream": sent["stream"], "hour": sent["hour"], "period": ROLLUP_PERIOD,
-                         "origin": PERIOD_ORIGIN}
-    return sent
+    # After a subtraction, the touched hours' and periods' rows that count nothing any more go.
+    empty = (
+        {"stream": sent["stream"], "hour": sent["hour"], "period": ROLLUP_PERIOD, "origin": PERIOD_ORIGIN}
+        if any(n < 0 for _key, n in deltas) else None
+    )
+    return RollupDelta(sent, empty)
 
 
-def add_to_rollups(cursor: Any, params: dict[str, Any]) -> None:
-    """Add the counts `rollup_params` made of (+1 a delivery now stored, -1 one no longer stored as it was) to
-    the rollups of all five tables, without reading the stored rows of their hours; rollup rows left counting
-    nothing go."""
-    empty = params.get("empty")
-    cursor.execute(_ADD_TO_ROLLUPS, {name: value for name, value in params.items() if name != "empty"})
-    if empty is not None:
-        cursor.execute(_DELETE_EMPTY_ROLLUPS, empty)
+def add_to_rollups(cursor: Any, delta: RollupDelta) -> None:
+    """Add the counts of `delta` (+1 a delivery now stored, -1 one no longer stored as it was) to the rollups of
+    all five tables, without reading the stored rows of their hours; rollup rows left counting nothing go."""
+    cursor.execute(_ADD_TO_ROLLUPS, delta.add)
+    if delta.empty is not None:
+        cursor.execute(_DELETE_EMPTY_ROLLUPS, delta.empty)
 
 
 # Each period rollup table, the hourly table it sums, and the columns it has beside the shared dimensions.
