@@ -193,10 +193,8 @@ class BatchChanges:
             span = self.gained.get(group)
             self.gained[group] = (min(span[0], row.date), max(span[1], row.date)) if span else (row.date, row.date)
         failing = row.status != DeliveryStatus.DELIVERED
-        # Each written row counts once more under its dimensions, a replaced row once less under its own. A
-        # test webhook is no chain event: it stays out of the counts every rate and chart reads.
-        if not row.is_test:
-            self.rollups[(row.source_id, HourlyRollup.hour_of(row.date), *row[2:10])] += 1
+        # Each written row counts once more under its dimensions, a replaced row once less under its own.
+        self._count(row, 1)
         if old is None:
             self.inserted += 1
             self.new_failures += failing
@@ -205,13 +203,17 @@ class BatchChanges:
                 self.group_delta[old.error_group_id] -= 1
                 self.lost.add(old.error_group_id)
             self.new_failures += failing and old.status == DeliveryStatus.DELIVERED
-            if not old.is_test:
-                self.rollups[(old.source_id, HourlyRollup.hour_of(old.date), *old[2:10])] -= 1
+            self._count(old, -1)
         seen = self.streams.get(row.stream_id)
         if seen is None:
             self.streams[row.stream_id] = _StreamSeen(row.tag, {row.webhook_url}, {row.chain_id}, row.date, row.date)
         else:
             seen.add(row)
+
+    def _count(self, row: Counted, sign: int) -> None:
+        # A test webhook is no chain event: it stays out of the counts every rate and chart reads.
+        if not row.is_test:
+            self.rollups[(row.source_id, HourlyRollup.hour_of(row.date), *row[2:10])] += sign
 
     def prepare(self) -> tuple[RollupDelta | None, list[Any]]:
         """The statements' parameters, computed once (while the server is busy with the rows, when called then)."""
