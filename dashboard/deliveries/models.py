@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self, TypeVar, cast
 
@@ -268,6 +269,15 @@ class SliceCountsQuerySet(SliceFilters, models.QuerySet[_Counts]):
         return ":".join(str(value) for value in row)
 
 
+@dataclass
+class FailuresByGroup:
+    """`RollupQuerySet.failures_by_group`: rows of (error_group_id, stream_id, tag, webhook_url, n) and of
+    (error_group_id, bucket, n)."""
+
+    where: list[dict[str, Any]]
+    when: list[dict[str, Any]]
+
+
 class RollupQuerySet(SliceCountsQuerySet[_Rollup]):
     """What the rollup tables with every dimension answer beside: the counts of every delivery per hour
     (`HourlyRollup`) or per period (`PeriodRollup`), and of the deliveries holding one decoded event
@@ -288,15 +298,38 @@ class RollupQuerySet(SliceCountsQuerySet[_Rollup]):
             .order_by(*dimensions, "retries")
         )
 
-    def by_group_and_bucket(self, start: datetime, step: timedelta) -> list[dict[str, Any]]:
+    def failures_by_group(self, start: datetime, step: timedelta) -> FailuresByGroup:
+        """The deliveries of every error group (all failing) counted two ways in one pass over the rows:
+        per (error group, stream, tag, URL) and per (error group, bucket `step` wide from `start`).
+
+        One scan and two hash tables (`GROUPING SETS`) where two GROUP BY queries read the rows twice:
+        ~40 ms where the two took ~50 at 44 k six-hour rows (30 days at 2 M). The ORM has no grouping sets,
+        so its own query of the rows is wrapped."""
         rows = (
             self.exclude(error_group=None)
             .annotate(bucket=DateBin(step, F("hour"), start))
-            .values("error_group_id", "bucket")
-            .annotate(n=Sum("deliveries"))
-            .order_by("error_group_id", "bucket")
+            .values("error_group_id", "stream_id", "tag", "webhook_url", "bucket", "deliveries")
+            .order_by()
         )
-        return cast("list[dict[str, Any]]", list(rows))
+        sql, params = rows.query.get_compiler(using=self.db).as_sql()
+        result = FailuresByGroup([], [])
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(
+                f"""
+                SELECT error_group_id, stream_id, tag, webhook_url, bucket, SUM(deliveries), GROUPING(bucket)
+                  FROM ({sql}) AS r
+                 GROUP BY GROUPING SETS ((error_group_id, stream_id, tag, webhook_url), (error_group_id, bucket))
+                """,  # noqa: S608 - the ORM's compiled query; values are parameters
+                params,
+            )
+            for group_id, stream_id, tag, url, bucket, n, by_where in cursor.fetchall():
+                if by_where:
+                    result.where.append(
+                        {"error_group_id": group_id, "stream_id": stream_id, "tag": tag, "webhook_url": url, "n": n}
+                    )
+                else:
+                    result.when.append({"error_group_id": group_id, "bucket": bucket, "n": n})
+        return result
 
 
 class HourlyRollupQuerySet(RollupQuerySet["HourlyRollup"]):

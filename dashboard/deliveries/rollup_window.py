@@ -21,6 +21,7 @@ from dashboard.deliveries.models import (
     ROLLUP_PERIOD,
     EventPeriodRollup,
     EventRollup,
+    FailuresByGroup,
     HourlyRollup,
     PeriodRollup,
     RollupQuerySet,
@@ -88,9 +89,13 @@ class RollupWindow:
             maxima=("last_hour",),
         )
 
-    def by_group_and_bucket(self, origin: datetime, step: timedelta) -> list[dict[str, Any]]:
-        return merged((_every_dimension(part).by_group_and_bucket(origin, step) for part in self.parts),
-                      ("error_group_id", "bucket"), ("n",))
+    def failures_by_group(self, origin: datetime, step: timedelta) -> FailuresByGroup:
+        """As `RollupQuerySet.failures_by_group`, each grouping ordered by its keys."""
+        parts = [_every_dimension(part).failures_by_group(origin, step) for part in self.parts]
+        return FailuresByGroup(
+            where=merged((p.where for p in parts), ("error_group_id", "stream_id", "tag", "webhook_url"), ("n",)),
+            when=merged((p.when for p in parts), ("error_group_id", "bucket"), ("n",)),
+        )
 
     def retry_distribution(self, *dimensions: str) -> list[dict[str, Any]]:
         return merged((_every_dimension(part).retry_distribution(*dimensions) for part in self.parts),

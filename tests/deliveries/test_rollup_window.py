@@ -4,6 +4,7 @@ to the sums of their hours."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -58,10 +59,27 @@ def test_a_split_window_reads_what_the_hourly_rollups_give(start: datetime, end:
     assert split.slice(status="failing").retry_distribution("tag") == exact.slice(status="failing").retry_distribution(
         "tag"
     )
+    # The failures per group, counted where and when in one grouping-sets query, are the stored deliveries of
+    # each group in the window's hours (the hours from the one holding `start` to the one holding `end`, both
+    # whole), whichever way they are summed.
+    after_last_hour = HourlyRollup.hour_of(end - timedelta(microseconds=1)) + timedelta(hours=1)
+    stored = Counter(
+        Delivery.objects.exclude(error_group=None)
+        .filter(date__gte=HourlyRollup.hour_of(start), date__lt=after_last_hour)
+        .values_list("error_group_id", flat=True)
+    )
+    assert len(stored) > 1
     for step in (timedelta(hours=6), timedelta(hours=12), timedelta(days=1)):
         stepped = RollupWindow.between(start, end, step=step)
         assert stepped.bucketed(EPOCH, step) == exact.bucketed(EPOCH, step)
-        assert stepped.by_group_and_bucket(EPOCH, step) == exact.by_group_and_bucket(EPOCH, step)
+        failures = stepped.failures_by_group(EPOCH, step)
+        assert failures == exact.failures_by_group(EPOCH, step)
+        for rows in (failures.where, failures.when):
+            per_group: Counter[int] = Counter()
+            for row in rows:
+                per_group[row["error_group_id"]] += row["n"]
+            assert per_group == stored
+        assert all(row["bucket"] == EPOCH + (row["bucket"] - EPOCH) // step * step for row in failures.when)
 
 
 def test_a_window_of_one_event_reads_its_periods_and_gets_what_its_hours_give() -> None:
@@ -81,7 +99,7 @@ def test_a_window_of_one_event_reads_its_periods_and_gets_what_its_hours_give() 
     for step in (timedelta(hours=6), timedelta(days=1)):
         stepped = RollupWindow.between(start, end, step=step, event="transfer")
         assert stepped.bucketed(EPOCH, step) == exact.bucketed(EPOCH, step)
-        assert stepped.by_group_and_bucket(EPOCH, step) == exact.by_group_and_bucket(EPOCH, step)
+        assert stepped.failures_by_group(EPOCH, step) == exact.failures_by_group(EPOCH, step)
     assert not RollupWindow.between(start, end, event="approval").bucketed(EPOCH, timedelta(days=1))
     assert_derived_exact()
 

@@ -29,13 +29,13 @@ def test_error_groups_with_counts_sparklines_and_affected_slices(
         record(date=now - timedelta(hours=2), error="<script>alert(1)</script>", retries=1),
         record(date=now - timedelta(hours=2)),
     )
-    # session, user, the viewer role (user and group permissions), sync banner, per-group slices, sparkline buckets, the groups
+    # session, user, the viewer role (user and group permissions), sync banner, the groups
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
     # + the event menu (the decoded event names of the event rollup, one skip scan of its index)
-    # + the 7-day window's slices and buckets read twice: the hourly rollups of its edge hours and the period
-    # rollups of its whole six-hour periods (deliveries.rollup_window)
-    with django_assert_num_queries(12):
+    # + the 7-day window's slices and buckets, one grouping-sets query of each table it reads: the hourly rollups
+    # of its edge hours and the period rollups of its whole six-hour periods (deliveries.rollup_window)
+    with django_assert_num_queries(10):
         response = logged_in_client.get("/errors/")
     entries = response.context["entries"]
     first = entries[0]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TypedDict
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -15,15 +16,32 @@ from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.replica import reads_replica
 from dashboard.web.charts import EPOCH, Sparkline, choose_step, floor_to, sparkline
 from dashboard.web.forms import MENU_WINDOW, ErrorGroupsForm
-from dashboard.web.stats import SliceStats, group_rows
 from dashboard.web.views.common import bad_filters
 
 SPARK_BARS = 48
 
 
+@dataclass
+class GroupSpread:
+    """An error group's failing deliveries in the window, and where they happened."""
+
+    total: int = 0
+    streams: set[str] = field(default_factory=set)
+    tags: set[str] = field(default_factory=set)
+    urls: set[str] = field(default_factory=set)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.total += row["n"]
+        self.streams.add(row["stream_id"])
+        if row["tag"]:
+            self.tags.add(row["tag"])
+        if row["webhook_url"]:
+            self.urls.add(row["webhook_url"])
+
+
 class ErrorGroupEntry(TypedDict):
     group: ErrorGroup
-    stats: SliceStats
+    stats: GroupSpread
     spark: Sparkline
 
 
@@ -46,7 +64,13 @@ def error_groups(request: HttpRequest) -> HttpResponse:
         .slice(stream_id=data.get("stream") or None, tag=data.get("tag") or None, webhook_url=data.get("url") or None)
         .exclude(error_group=None)
     )
-    stats = group_rows(rollups.by_dimensions("error_group_id", "stream_id", "tag", "webhook_url"), "error_group_id")
+    failures = rollups.failures_by_group(EPOCH, step)
+    spreads: dict[int, GroupSpread] = {}
+    for row in failures.where:
+        spread = spreads.get(row["error_group_id"])
+        if spread is None:
+            spread = spreads[row["error_group_id"]] = GroupSpread()
+        spread.add(row)
     start = floor_to(window.start, step)
     slots = []
     cursor = start
@@ -54,17 +78,17 @@ def error_groups(request: HttpRequest) -> HttpResponse:
         slots.append(cursor)
         cursor += step
     series: dict[int, dict] = defaultdict(dict)
-    for row in rollups.by_group_and_bucket(EPOCH, step):
+    for row in failures.when:
         series[row["error_group_id"]][row["bucket"]] = row["n"]
 
-    groups = ErrorGroup.objects.in_bulk(list(stats))
+    groups = ErrorGroup.objects.in_bulk(list(spreads))
     entries: list[ErrorGroupEntry] = []
-    for key, s in stats.items():
+    for key, spread in spreads.items():
         group = groups.get(key)
         if group is None:
             continue
         points = [series[key].get(slot, 0) for slot in slots]
-        entries.append({"group": group, "stats": s, "spark": sparkline(points)})
+        entries.append({"group": group, "stats": spread, "spark": sparkline(points)})
     entries.sort(key=lambda e: (-e["stats"].total, -e["group"].last_seen.timestamp()))
     context = {
         "nav": "errors",

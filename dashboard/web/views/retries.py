@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -28,7 +30,7 @@ def retry_statistics(request: HttpRequest) -> HttpResponse:
     window = data["window"]
     by = data.get("by") or "stream"
     dimension = "stream_id" if by == "stream" else "tag"
-    slice_kwargs = {"stream_id": data.get("stream") or None, "tag": data.get("tag") or None}
+    slice_kwargs: dict[str, Any] = {"stream_id": data.get("stream") or None, "tag": data.get("tag") or None}
     distribution = RollupWindow.between(window.start, window.end).slice(**slice_kwargs).retry_distribution(
         *(("stream_id", "tag") if by == "stream" else ("tag",))
     )
