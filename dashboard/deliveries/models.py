@@ -616,8 +616,12 @@ class Delivery(models.Model):
                 MD5("error_message"), F("date"), F("id"), include=["error_message", "status"],
                 name="delivery_message_date",
             ),
+            # The failing rows by date. The status and the stream ride along (INCLUDE) so that counting a status
+            # of them (`status=failed`), or a stream's failing rows in a window, is an index-only scan: such a
+            # count filtered every failing row it met by fetching it (60 k rows, 0.6 s at 2 M).
             models.Index(
-                fields=["date"], condition=~Q(status=DeliveryStatus.DELIVERED), name="delivery_failed_date"
+                fields=["date"], include=["status", "stream_id"], condition=~Q(status=DeliveryStatus.DELIVERED),
+                name="delivery_failed_date",
             ),
             models.Index(fields=["block_number"], name="delivery_block"),
             # The provider's test webhooks: few, counted apart from the chain events.

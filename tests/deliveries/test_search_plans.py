@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import Count
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -285,3 +286,45 @@ def test_the_lists_count_of_an_error_text_reads_the_message_index_alone(big_tabl
             [f"%{text}%"],
         )
         assert (counted.rows, counted.estimated) == (cursor.fetchone()[0], False)
+
+
+@pytest.mark.parametrize("filters", [
+    {"status": "failed"},
+    {"status": "retrying"},
+    {"status": "failing", "range": "7d", "stream": "busiest"},
+    {"status": "failed", "range": "24h", "stream": "busiest"},
+])
+def test_the_lists_count_of_failing_rows_reads_the_failing_index_alone(
+    big_table: Generated, db: None, filters: dict[str, str]
+) -> None:
+    """A status of the failing rows, alone or with a stream and a window, is counted from the failing rows' index,
+    which carries the status and the stream: an index-only scan, no row fetched (a rare status spread over the
+    whole table read every failing row from the heap to check it, and ran into COUNT_BUDGET_MS)."""
+    from dashboard.deliveries.counting import EXACT_LIMIT
+
+    params = dict(filters)
+    if params.get("stream") == "busiest":
+        params["stream"] = (
+            Delivery.objects.failures().values_list("stream_id", flat=True)
+            .annotate(n=Count("id")).order_by("-n").first()
+        )
+    viewer = Client()
+    viewer.force_login(make_user("viewer"))
+    with CaptureQueriesContext(connection) as captured:
+        response = viewer.get("/deliveries/", params)
+    assert response.status_code == 200
+    counts = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT COUNT(*)")]
+    assert len(counts) == 1, counts
+    plan = explain(counts[0])
+    assert "Index Only Scan using delivery_failed_date" in plan, plan
+    assert "Heap Fetches: 0" in plan and not re.search(r"Heap Fetches: [1-9]", plan), plan
+    window = response.context["form"].cleaned_data["window"]
+    exact = Delivery.objects.filter(
+        status__in=["failed", "retrying"] if params["status"] == "failing" else [params["status"]],
+        **({"stream_id": params["stream"]} if "stream" in params else {}),
+    ).between(window.start, window.end).count()
+    matched = response.context["matched"]
+    if exact <= EXACT_LIMIT:
+        assert (matched.rows, matched.estimated) == (exact, False)
+    else:
+        assert matched.estimated and matched.more_than == EXACT_LIMIT

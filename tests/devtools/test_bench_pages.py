@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from dashboard.devtools.generator import generate_deliveries
-from dashboard.devtools.management.commands.bench_pages import _removed_by_filter
+from dashboard.devtools.management.commands.bench_pages import _removed_by_filter, _removed_in_index_alone
 
 # transaction=True: closing the export after its first chunk ends the request, which closes the connection.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,3 +42,17 @@ def test_rows_removed_count_every_loop_of_every_node() -> None:
         ],
     }
     assert _removed_by_filter(plan) == 10 + 100 + 150
+
+
+def test_rows_an_index_only_scan_removed_without_fetching_rows_are_told_apart() -> None:
+    plan = {
+        "Node Type": "Append", "Actual Loops": 1,
+        "Plans": [
+            {"Node Type": "Index Only Scan", "Actual Loops": 1, "Rows Removed by Filter": 700, "Heap Fetches": 0},
+            # Rows fetched from the table to check visibility: not from the index alone.
+            {"Node Type": "Index Only Scan", "Actual Loops": 1, "Rows Removed by Filter": 40, "Heap Fetches": 12},
+            {"Node Type": "Index Scan", "Actual Loops": 2, "Rows Removed by Filter": 5},
+        ],
+    }
+    assert _removed_by_filter(plan) == 700 + 40 + 10
+    assert _removed_in_index_alone(plan) == 700

@@ -171,8 +171,10 @@ class Command(BaseCommand):
             plan = plan if isinstance(plan, list) else json.loads(plan)
             removed = _removed_by_filter(plan[0]["Plan"])
             if removed > self.flag_removed:
+                alone = _removed_in_index_alone(plan[0]["Plan"])
+                note = f", {alone:,} of them in index-only scans (no row fetched)" if alone else ""
                 self.flags.append(f"{target.group} / {target.name}: {removed:,} rows removed by filter in "
-                                  f"{plan[0]['Execution Time']:.1f} ms: {_short(sql)}")
+                                  f"{plan[0]['Execution Time']:.1f} ms{note}: {_short(sql)}")
             if self.explain and (slowest is None or plan[0]["Execution Time"] > slowest[0]):
                 with connection.cursor() as cursor:
                     cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
@@ -245,6 +247,15 @@ def _removed_by_filter(node: dict[str, Any]) -> int:
     if str(node.get("Relation Name", "")).startswith("pg_"):
         removed = 0
     return removed + sum(_removed_by_filter(child) for child in node.get("Plans", []))
+
+
+def _removed_in_index_alone(node: dict[str, Any]) -> int:
+    """Of `_removed_by_filter`, the rows index-only scans threw away without fetching a single row from the table:
+    a filter on a column the index carries, which costs index entries, not row reads."""
+    removed = 0
+    if node.get("Node Type") == "Index Only Scan" and not node.get("Heap Fetches"):
+        removed = _removed_by_filter({key: value for key, value in node.items() if key != "Plans"})
+    return removed + sum(_removed_in_index_alone(child) for child in node.get("Plans", []))
 
 
 def _short(sql: str) -> str:
