@@ -327,4 +327,5 @@ def test_the_lists_count_of_failing_rows_reads_the_failing_index_alone(
     if exact <= EXACT_LIMIT:
         assert (matched.rows, matched.estimated) == (exact, False)
     else:
-        assert matched.estimated and matched.more_than == EXACT_LIMIT
+        # Past the bound the count says "about" (the estimate, or the bound when the planner expected fewer).
+        assert matched.estimated and matched.rows > EXACT_LIMIT
