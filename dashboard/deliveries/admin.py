@@ -9,7 +9,7 @@ paginator counts exactly only up to a bound and estimates beyond it.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from django.contrib import admin, messages
@@ -17,10 +17,12 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.templatetags.static import static
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.functional import cached_property
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
 from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
@@ -136,6 +138,39 @@ class DeliveryChangeList(ChangeList):
     def url_for_result(self, result: Any) -> str:
         url = super().url_for_result(result)
         return f"{url}?{self.row_filters}" if self.row_filters else url
+
+    def result_rows(self) -> list[SafeString]:
+        """The page's rows, each one `<tr>`'s cells exactly as Django's `admin_list.items_for_result` renders
+        them for DeliveryAdmin's columns, built here directly: the generic path looks every cell up through the
+        field's metadata and formats it through several helpers (~0.2 ms a row, half the time of a search in the
+        admin). `tests/admin/test_result_rows.py` compares the two."""
+        admin = cast("DeliveryAdmin", self.model_admin)
+        empty = admin.get_empty_value_display()
+        icons = {value: format_html('<img src="{}" alt="{}">', static(f"admin/img/icon-{name}.svg"), value)
+                 for value, name in ((True, "yes"), (False, "no"), (None, "unknown"))}
+        labels = dict(Delivery._meta.get_field("status").flatchoices)
+
+        def text(value: str) -> str:
+            return escape(value) if value.strip() else empty
+
+        def number(value: int | None) -> str:
+            return empty if value is None else escape(formats.number_format(value))
+
+        return [
+            mark_safe(  # noqa: S308 - every value below is escaped, or markup built by format_html
+                f'<th class="field-when"><a href="{escape(self.url_for_result(d))}">{escape(admin.when(d))}</a></th>'
+                f'<td class="field-status">{escape(labels.get(d.status, empty))}</td>'
+                f'<td class="field-tag">{text(d.tag)}</td>'
+                f'<td class="field-stream">{admin.stream(d)}</td>'
+                f'<td class="field-chain_id">{text(d.chain_id)}</td>'
+                f'<td class="field-confirmed">{icons[d.confirmed]}</td>'
+                f'<td class="field-block_number">{number(d.block_number)}</td>'
+                f'<td class="field-retries">{number(d.retries)}</td>'
+                f'<td class="field-short_error">{text(admin.short_error(d))}</td>'
+                f'<td class="field-dashboard_link">{admin.dashboard_link(d)}</td>'
+            )
+            for d in self.result_list
+        ]
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         # Payloads are most of a row's bytes; the list never shows them.
