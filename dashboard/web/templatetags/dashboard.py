@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import html
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from django import template
 from django.http import QueryDict
+from django.template.defaultfilters import date as date_filter
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
 
+from dashboard.text import visible
+from dashboard.times import iso
 from dashboard.web import explorers
 
 register = template.Library()
@@ -167,3 +175,64 @@ def host(url: str | None) -> str:
     except ValueError:
         return url
 
+
+
+_ANY_ID = uuid.UUID(int=0)
+_TEST_WEBHOOK = (
+    '<span class="pill pill-muted" title="The provider\'s test webhook, sent after the stream was created, updated or '
+    'reactivated: no chain event, kept out of rates and alerts">test webhook</span>'
+)
+_CONFIRMED = {None: '<span class="faint">—</span>', True: '<span class="pill pill-muted">confirmed</span>',
+              False: '<span class="faint">unconfirmed</span>'}
+
+
+@register.simple_tag
+def delivery_rows(deliveries: Any, *, max_retries: int, with_next_retry: bool = False) -> SafeString:
+    """The `<tr>` of each delivery for the deliveries table (`web/_delivery_rows.html`: the list, its live refresh
+    and the search page), built in one pass: the same markup as a template loop, which spends ~0.2 ms a row
+    resolving a dozen variables and filters (half of a search's time). Every upstream value is escaped (as
+    Django's `escape` does, without its lazy-string wrapper), and the tag, URL and error text go through
+    `visible`."""
+    # Every row's link differs only by its id: one reverse() a page (~30 µs each).
+    before, after = reverse("web:delivery", args=[_ANY_ID]).split(str(_ANY_ID))
+    rows = []
+    for d in deliveries:
+        href = _escape(f"{before}{d.pk}{after}")
+        tag = _escape(visible(d.tag))
+        error = visible(d.error_message)
+        cells = [
+            f'<tr class="clickable" data-href="{href}">',
+            f'<td><span class="status status-{_escape(d.status)}">{_escape(d.get_status_display())}</span></td>',
+            f'<td class="nowrap"><a href="{href}" class="mono">{_escape(iso(d.date))}</a></td>',
+            '<td class="nowrap stream-cell">'
+            + (f'<span class="tag" title="{tag}">{tag}</span>' if d.tag else '<span class="faint">no tag</span>')
+            + f' <span class="mono faint" title="{_escape(d.stream_id)}">{_escape(short_id(d.stream_id))}</span></td>',
+            f'<td class="mono ellipsis maxw-240 col-wide" title="{_escape(visible(d.webhook_url))}">'
+            f'{_escape(visible(d.webhook_url))}</td>',
+            f'<td class="nowrap">{_TEST_WEBHOOK if d.is_test else _escape(chain_name(d.chain_id))}</td>',
+            f'<td class="num mono">{"—" if d.block_number is None else _escape(d.block_number)}</td>',
+            f'<td class="col-wide">{_CONFIRMED[d.confirmed]}</td>',
+            '<td class="num">' + (
+                f'<span class="{"bad" if d.retries >= max_retries else "warn"}">{_escape(d.retries)}</span>'
+                if d.retries else '<span class="faint">0</span>'
+            ) + '</td>',
+        ]
+        if with_next_retry:
+            when = d.next_retry
+            cells.append(
+                '<td class="nowrap next-retry">' + (
+                    f'<span class="mono">{_escape(date_filter(when, "m-d H:i"))}</span>'
+                    f'<span class="faint block">{_escape(next_attempt(when))}</span>'
+                    if when else '<span class="faint">—</span>'
+                ) + '</td>'
+            )
+        cells.append(
+            f'<td class="error-text fill" title="{_escape(Truncator(error).chars(1000))}">'
+            f'<span class="clamp">{_escape(Truncator(error).chars(160))}</span></td></tr>'
+        )
+        rows.append("".join(cells))
+    return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped
+
+
+def _escape(value: object) -> str:
+    return html.escape(str(value))
