@@ -30,6 +30,7 @@ from django.test.utils import CaptureQueriesContext
 
 from dashboard.accounts.roles import VIEWERS, assign_role
 from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
+from dashboard.heap import freeze_loaded_objects
 
 STAMP = "%Y-%m-%dT%H:%M:%S"
 PAGE_TARGET_MS = 100.0
@@ -94,6 +95,7 @@ class Command(BaseCommand):
         self.viewer.force_login(_viewer())
         self.staff = Client(HTTP_HOST=hosts[0].lstrip("."))
         self.staff.force_login(_staff())
+        freeze_loaded_objects()  # as wsgi.py does in the web process
         self.rounds, self.explain, self.flag_removed = rounds, explain, flag_removed
         self.flags: list[str] = []
 
