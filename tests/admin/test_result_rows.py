@@ -60,3 +60,11 @@ def test_every_row_is_on_the_page_escaped_and_linked_with_the_filters(
     assert body.count('<td class="field-confirmed"><img src="/static/admin/img/icon-unknown.svg" alt="None">') == 1
     assert body.count('<td class="field-block_number">-</td>') == 1
     assert body.count('<td class="field-tag">-</td>') == 2
+
+
+def test_a_popup_gets_djangos_rows_with_their_popup_links(staff_client: Client, plain_source: Any) -> None:
+    _store_varied(plain_source)
+    response = staff_client.get(URL, {"_popup": "1"})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.count("data-popup-opener=") == Delivery.objects.count() == 4
