@@ -45,6 +45,11 @@ def _lines(html: str) -> str:
     return re.sub(r"\s*\n\s*", "", html)
 
 
+def _rows(html: str) -> str:
+    """What the table's <tbody> holds."""
+    return html.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+
+
 @pytest.mark.parametrize("with_next_retry", [False, True])
 def test_the_rows_are_the_template_loops_rows(plain_source: Source, with_next_retry: bool) -> None:
     deliveries = _varied(plain_source)
@@ -53,7 +58,7 @@ def test_the_rows_are_the_template_loops_rows(plain_source: Source, with_next_re
             context = {"deliveries": shown, "max_retries": MAX_RETRIES, "with_next_retry": with_next_retry,
                        "filtered": filtered}
             expected = REFERENCE.render(Context(context))
-            assert _lines(CURRENT.render(Context(context))) == _lines(expected)
+            assert _lines(_rows(CURRENT.render(Context(context)))) == _lines(expected)
     full = CURRENT.render(Context({"deliveries": deliveries, "max_retries": MAX_RETRIES}))
     assert "⟨U+202E⟩" in full and "&lt;img src=x" in full and "<img src=x" not in full
     assert full.count('<tr class="clickable"') == len(deliveries) == 4
