@@ -2,8 +2,8 @@
 the process, yet every full garbage collection walks them again. Frozen (`gc.freeze`), they leave the
 collector's generations, and a full collection walks only what requests left behind: measured in a process
 that had served 300 search requests (Django's test client, DEBUG off), ~80-95 ms with ~165 k tracked objects,
-~20 ms frozen; a pause every thread of the worker waits out. Called by `wsgi.py` once the application is loaded, and by `bench_pages`, which times
-requests as the web process serves them."""
+~20 ms frozen; a pause every thread of the worker waits out. Called by `wsgi.py` once the application is
+loaded, and by `bench_pages`, which times requests as the web process serves them."""
 
 from __future__ import annotations
 

@@ -176,7 +176,6 @@ def host(url: str | None) -> str:
         return url
 
 
-
 _ANY_ID = uuid.UUID(int=0)
 _TEST_WEBHOOK = (
     '<span class="pill pill-muted" title="The provider\'s test webhook, sent after the stream was created, updated or '
