@@ -198,7 +198,8 @@ def delivery_rows(deliveries: Any, *, max_retries: int, with_next_retry: bool = 
     for d in deliveries:
         href = _escape(f"{before}{d.pk}{after}")
         tag = _escape(visible(d.tag))
-        error = visible(d.error_message)
+        url = _escape(visible(d.webhook_url))
+        error = Truncator(visible(d.error_message))
         cells = [
             f'<tr class="clickable" data-href="{href}">',
             f'<td><span class="status status-{_escape(d.status)}">{_escape(d.get_status_display())}</span></td>',
@@ -206,8 +207,7 @@ def delivery_rows(deliveries: Any, *, max_retries: int, with_next_retry: bool = 
             '<td class="nowrap stream-cell">'
             + (f'<span class="tag" title="{tag}">{tag}</span>' if d.tag else '<span class="faint">no tag</span>')
             + f' <span class="mono faint" title="{_escape(d.stream_id)}">{_escape(short_id(d.stream_id))}</span></td>',
-            f'<td class="mono ellipsis maxw-240 col-wide" title="{_escape(visible(d.webhook_url))}">'
-            f'{_escape(visible(d.webhook_url))}</td>',
+            f'<td class="mono ellipsis maxw-240 col-wide" title="{url}">{url}</td>',
             f'<td class="nowrap">{_TEST_WEBHOOK if d.is_test else _escape(chain_name(d.chain_id))}</td>',
             f'<td class="num mono">{"—" if d.block_number is None else _escape(d.block_number)}</td>',
             f'<td class="col-wide">{_CONFIRMED[d.confirmed]}</td>',
@@ -226,8 +226,8 @@ def delivery_rows(deliveries: Any, *, max_retries: int, with_next_retry: bool = 
                 ) + '</td>'
             )
         cells.append(
-            f'<td class="error-text fill" title="{_escape(Truncator(error).chars(1000))}">'
-            f'<span class="clamp">{_escape(Truncator(error).chars(160))}</span></td></tr>'
+            f'<td class="error-text fill" title="{_escape(error.chars(1000))}">'
+            f'<span class="clamp">{_escape(error.chars(160))}</span></td></tr>'
         )
         rows.append("".join(cells))
     return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped
