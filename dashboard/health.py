@@ -10,7 +10,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from dashboard import replica
-from dashboard.polling.locks import redis_client
+from dashboard.locks import redis_client
 from dashboard.sources.models import Source
 
 

@@ -113,7 +113,7 @@ def fast_upstream(settings: Any) -> None:
 
 @pytest.fixture
 def no_stale_locks() -> None:
-    from dashboard.polling.locks import redis_client
+    from dashboard.locks import redis_client
 
     redis_client.cache_clear()
     client = redis_client()

@@ -13,7 +13,7 @@ from celery import shared_task
 from django.conf import settings
 
 from dashboard.actions import services
-from dashboard.polling.locks import exclusive
+from dashboard.locks import exclusive
 
 
 @shared_task(bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)

@@ -39,7 +39,7 @@ from dashboard.alerts.models import (
 )
 from dashboard.deliveries.links import deliveries_list_query, deliveries_list_url
 from dashboard.deliveries.models import Delivery
-from dashboard.polling.locks import exclusive, is_held, redis_client
+from dashboard.locks import exclusive, is_held, redis_client
 from dashboard.sources.models import Source
 from dashboard.times import iso_minutes
 

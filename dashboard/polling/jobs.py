@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from dashboard.deliveries import url_health
 from dashboard.polling import metrics
-from dashboard.polling.locks import exclusive, source_lock_name
+from dashboard.locks import exclusive
 from dashboard.polling.signals import failures_stored, stream_status_changed
 from dashboard.polling.stream_sync import StreamSync, sync_streams
 from dashboard.polling.walks import PollResult, poll
@@ -25,6 +25,11 @@ from dashboard.sources.models import Source
 from dashboard.upstream.errors import UpstreamError
 
 log = logging.getLogger(__name__)
+
+
+def source_lock_name(source_id: int) -> str:
+    """The lock every walk of a source (poll or backfill) holds."""
+    return f"poll:{source_id}"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from dashboard.deliveries.models import Delivery
 from dashboard.polling import walks as poll_module
-from dashboard.polling.locks import exclusive, redis_client, source_lock_name
+from dashboard.locks import exclusive, redis_client
+from dashboard.polling.jobs import source_lock_name
 from dashboard.polling.tasks import poll_source
 from dashboard.polling.walks import poll, poll_head
 from dashboard.sources.models import Source

@@ -85,7 +85,8 @@ def test_a_rejected_key_is_recorded_on_the_source(simulator: Any, source: Source
 def test_the_command_leaves_a_source_alone_while_a_worker_polls_it(
     simulator: Any, source: Source, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from dashboard.polling.locks import exclusive, source_lock_name
+    from dashboard.locks import exclusive
+    from dashboard.polling.jobs import source_lock_name
 
     served = simulator.world.requests_served
     with exclusive(source_lock_name(source.pk)) as held:

@@ -11,7 +11,8 @@ import pytest
 from django.conf import settings
 
 from dashboard.polling.jobs import poll_source
-from dashboard.polling.locks import exclusive, redis_client, source_lock_name
+from dashboard.locks import exclusive, redis_client
+from dashboard.polling.jobs import source_lock_name
 from dashboard.sources.models import Source
 from tests.checks import assert_matches_upstream
 from tests.factories import source_for

@@ -19,7 +19,8 @@ from django.core.management import call_command
 
 from dashboard.deliveries import ingest
 from dashboard.deliveries.models import Delivery
-from dashboard.polling.locks import redis_client, source_lock_name
+from dashboard.locks import redis_client
+from dashboard.polling.jobs import source_lock_name
 from dashboard.polling.models import HistoryWalk, WalkKind
 from dashboard.polling.walks import poll, poll_head, revisit_retry_window, walk_history
 from dashboard.sources.clients import streams_client

@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from dashboard.deliveries.ingest import StoreResult
-from dashboard.polling.locks import exclusive, source_lock_name
+from dashboard.locks import exclusive
+from dashboard.polling.jobs import source_lock_name
 from dashboard.polling.models import HistoryWalk, WalkKind
 from dashboard.polling.walks import mark_synced, walk_history
 from dashboard.sources.clients import streams_client

@@ -1,4 +1,4 @@
-"""Locks that keep one poll per source running across any number of workers and beats.
+"""Redis locks as leases: one poll per source, one run per provider action, one sender per outbound message.
 
 A lock is a lease: it expires `LOCK_LEASE_SECONDS` after its last renewal, and a heartbeat thread of the
 holder renews it every third of that while the holder's work runs. A holder that dies (SIGKILL, the hard
@@ -113,6 +113,3 @@ def is_held(name: str) -> bool:
     """Somebody holds the lock now (a live holder renews it; a dead one's lapses within its lease)."""
     return bool(redis_client().exists(f"lock:{name}"))
 
-
-def source_lock_name(source_id: int) -> str:
-    return f"poll:{source_id}"
