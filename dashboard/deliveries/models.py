@@ -405,6 +405,15 @@ class StreamQuerySet(models.QuerySet["Stream"]):
     def failing_at_provider(self) -> StreamQuerySet:
         return self.filter(provider_status__in=PROVIDER_FAILING)
 
+    def statuses_not_active(self, stream_ids: Iterable[str]) -> dict[str, str]:
+        """The provider's status of each of these streams it does not have active (paused, error, terminated),
+        in one query: the provider no longer retries their deliveries (`schedule.retries_stopped`)."""
+        ids = sorted(set(stream_ids))
+        if not ids:
+            return {}
+        rows = self.filter(stream_id__in=ids).exclude(provider_status__in=("", "active"))
+        return dict(rows.values_list("stream_id", "provider_status"))
+
     def failing_at_provider_first(self) -> StreamQuerySet:
         return self.alias(
             fine_at_provider=Case(When(provider_status__in=PROVIDER_FAILING, then=Value(0)), default=Value(1))

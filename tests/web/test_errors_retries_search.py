@@ -10,7 +10,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from dashboard.deliveries.models import Delivery, ErrorGroup, ErrorMessage
+from dashboard.deliveries.models import Delivery, ErrorGroup, ErrorMessage, Stream
 from dashboard.sources.models import Source
 from tests.web.conftest import ADDR, STREAM_A, STREAM_B, TX, URL_B, record, store
 
@@ -71,7 +71,8 @@ def test_retry_statistics_per_stream_and_tag(
     # + the open incidents for the navigation's count (alerts.context_processors: one query
     # on the partial index of open incidents; the Overview's list and the Streams page's marks share it)
     # + the 7-day distribution read twice: hourly rollups of the edge hours, period rollups of the whole periods
-    with django_assert_num_queries(10):
+    # + the provider's status of the still-failing deliveries' streams (retries stopped where not active)
+    with django_assert_num_queries(11):
         response = logged_in_client.get("/retries/")
     rows = {r.key: r for r in response.context["rows"]}
     a = rows["11111111-1111-4111-8111-111111111111"]
@@ -236,3 +237,27 @@ def test_error_text_is_looked_for_among_each_groups_newest_messages(
         f"connect ECONNREFUSED 10.0.0.{i}:443" for i in (1, 10, 11, 12, 13)
     }
     assert "the newest 5 messages" in found.note
+
+
+@pytest.mark.parametrize("status", ["terminated", "error", "paused"])
+def test_deliveries_of_a_stream_not_active_at_the_provider_are_not_shown_as_retrying(
+    plain_source: Source, logged_in_client: Client, status: str
+) -> None:
+    now = timezone.now()
+    (failing,) = store(plain_source, record(date=now - timedelta(minutes=5), error="socket hang up", retries=1))
+    Stream.objects.filter(stream_id=failing.stream_id).update(provider_status=status)
+    stopped = f"retries stopped: stream {status} at the provider"
+
+    response = logged_in_client.get("/retries/")
+    (row,) = response.context["still_failing"]
+    assert row.schedule.next_retry is None and stopped in response.content.decode()
+    listed = logged_in_client.get("/deliveries/").content.decode()
+    assert f'<td class="nowrap next-retry"><span class="warn">{stopped}</span></td>' in listed
+    detail = logged_in_client.get(f"/deliveries/{failing.pk}/").content.decode()
+    assert stopped.capitalize() in detail and "Next attempt" not in detail
+
+    Stream.objects.filter(stream_id=failing.stream_id).update(provider_status="active")
+    (row,) = logged_in_client.get("/retries/").context["still_failing"]
+    assert row.schedule.next_retry == failing.date + timedelta(seconds=660)
+    assert stopped not in logged_in_client.get("/deliveries/").content.decode()
+    assert "Next attempt" in logged_in_client.get(f"/deliveries/{failing.pk}/").content.decode()

@@ -72,6 +72,8 @@ def delivery_list(request: HttpRequest) -> HttpResponse:
         "matched": bounded_count(in_order),
         "exact_limit": EXACT_LIMIT,
         "with_next_retry": True,
+        # Read only when a row is retrying: the provider stopped retrying the deliveries of these streams.
+        "stopped_streams": Stream.objects.statuses_not_active(d.stream_id for d in rows if d.next_retry),
         "form": form,
         "deliveries": rows,
         "group": group,
@@ -151,7 +153,10 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     large = size > drilldown.LARGE_PAYLOAD
     tree, tree_cut = drilldown.json_tree(delivery.payload, full=full, large=large) if delivery.payload is not None else ("", False)
     block = payload.get("block") if payload and isinstance(payload.get("block"), dict) else None
-    schedule = retry_schedule(delivery.date, delivery.retries) if delivery.is_failure else None
+    schedule = None
+    if delivery.is_failure:
+        stopped = Stream.objects.statuses_not_active([delivery.stream_id]) if delivery.next_retry else {}
+        schedule = retry_schedule(delivery.date, delivery.retries, stopped.get(delivery.stream_id, ""))
     context = {
         "nav": "deliveries",
         "d": delivery,

@@ -9,7 +9,7 @@ from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
 from dashboard.actions.services import replay_recoveries
-from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.models import Delivery, Stream
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
 from dashboard.replica import reads_replica
@@ -43,8 +43,9 @@ def retry_statistics(request: HttpRequest) -> HttpResponse:
 
     failing = Delivery.objects.for_list().slice(**slice_kwargs).still_retrying().newest_first()
     still_failing = list(failing[: STILL_FAILING_ROWS + 1])
+    stopped = Stream.objects.statuses_not_active(d.stream_id for d in still_failing)
     for d in still_failing:
-        d.schedule = retry_schedule(d.date, d.retries)
+        d.schedule = retry_schedule(d.date, d.retries, stopped.get(d.stream_id, ""))
     context = {
         "nav": "retries",
         "form": form,
