@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationStatus, TargetKind
 from dashboard.deliveries.models import Delivery, HourlyRollup
-from dashboard.polling.jobs import poll_source
 from dashboard.locks import redis_client
+from dashboard.polling.jobs import poll_source
 from dashboard.sources.models import Source
 from tests.checks import subprocess_database_url
 from tests.factories import source_for

@@ -16,8 +16,8 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from dashboard.deliveries import url_health
-from dashboard.polling import metrics
 from dashboard.locks import exclusive
+from dashboard.polling import metrics
 from dashboard.polling.signals import failures_stored, stream_status_changed
 from dashboard.polling.stream_sync import StreamSync, sync_streams
 from dashboard.polling.walks import PollResult, poll

@@ -14,8 +14,8 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
 from dashboard.deliveries import retention
-from dashboard.polling import jobs
 from dashboard.locks import exclusive
+from dashboard.polling import jobs
 from dashboard.polling.walks import PollResult
 from dashboard.sources.defaults import ensure_default_source
 from dashboard.sources.models import Source

@@ -13,8 +13,8 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from dashboard.deliveries.models import Delivery
-from dashboard.polling import walks as poll_module
 from dashboard.locks import exclusive, redis_client
+from dashboard.polling import walks as poll_module
 from dashboard.polling.jobs import source_lock_name
 from dashboard.polling.tasks import poll_source
 from dashboard.polling.walks import poll, poll_head

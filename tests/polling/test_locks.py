@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from dashboard.polling.jobs import poll_source
 from dashboard.locks import exclusive, redis_client
-from dashboard.polling.jobs import source_lock_name
+from dashboard.polling.jobs import poll_source, source_lock_name
 from dashboard.sources.models import Source
 from tests.checks import assert_matches_upstream
 from tests.factories import source_for
