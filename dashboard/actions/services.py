@@ -29,6 +29,7 @@ from dashboard.actions.models import (
     ProviderAction,
     ReplayItem,
 )
+from dashboard.actions.refusals import refusal
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, Stream
 from dashboard.deliveries.schedule import attempt_at
@@ -354,7 +355,7 @@ def _run_replay(
             return RunOutcome(finished=True)
         except errors.UpstreamError as exc:
             # 400 (stream in error state, malformed id), 404 (not found): the provider refused this one.
-            _answer(item, ItemState.REFUSED, exc.message)
+            _answer(item, ItemState.REFUSED, refusal(item.stream_id, exc.message))
             continue
         delivered = answer.delivered
         _answer(
@@ -504,7 +505,7 @@ def _not_acted_on(action: ProviderAction, exc: errors.UpstreamError) -> RunOutco
     if isinstance(exc, (errors.Unreachable, errors.ServerError)):
         ProviderAction.objects.filter(pk=action.pk).update(sent_at=None, answer=f"Waiting: {exc.message}"[:4000])
         return RunOutcome(finished=False, retry_in=30.0)
-    _finish(action, ActionState.FAILED, f"The provider refused: {exc.message}")
+    _finish(action, ActionState.FAILED, f"The provider refused: {refusal(action.stream_id, exc.message)}")
     return RunOutcome(finished=True)
 
 

@@ -104,6 +104,9 @@ def test_a_replay_of_a_stream_in_error_is_refused_by_the_provider_and_says_so(
     confirm_page = " ".join(staff_client.get(prepared["Location"]).content.decode().split())
     assert "js-provider-warning" in confirm_page
     assert "will likely refuse this, and the receiver will not get these deliveries" in confirm_page
+    # It predicts a refusal of the whole request, so it offers no enabled button to send it, and says why.
+    assert 'disabled title="The provider would refuse this: see above"' in confirm_page
+    assert "Not offered: the provider refuses replays for a stream in error or terminated" in confirm_page
     with django_capture_on_commit_callbacks(execute=True):
         staff_client.post(f"/actions/{action.pk}/confirm/")
     item = ReplayItem.objects.get(action=action)
@@ -116,11 +119,35 @@ def test_a_replay_of_a_stream_in_error_is_refused_by_the_provider_and_says_so(
     assert "pill-action-failed" in listing and "pill-action-done" not in listing
 
 
+def test_a_replay_of_a_terminated_stream_is_refused_as_terminated_not_in_error(
+    polled: Any, sim: Any, staff_client: Client, eager_tasks: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    sync_streams(polled)
+    down = Stream.objects.filter(source=polled, provider_status="error").values_list("stream_id", flat=True)
+    delivery = Delivery.objects.filter(source=polled, stream_id__in=list(down)).first()
+    assert delivery is not None
+    # The provider answers "Stream is in error state" for a terminated stream as well.
+    Stream.objects.filter(stream_id=delivery.stream_id).update(provider_status="terminated")
+    prepared = staff_client.post("/actions/replay/", {"delivery": str(delivery.pk)})
+    action = ProviderAction.objects.get()
+    confirm_page = " ".join(staff_client.get(prepared["Location"]).content.decode().split())
+    assert "a terminated stream cannot be reactivated, only recreated" in confirm_page
+    assert "reactivate the stream first" not in confirm_page
+    assert "Not offered: the provider refuses replays for a stream it has terminated" in confirm_page
+    with django_capture_on_commit_callbacks(execute=True):
+        staff_client.post(f"/actions/{action.pk}/confirm/")
+    item = ReplayItem.objects.get(action=action)
+    assert item.state == ItemState.REFUSED
+    assert item.answer.startswith("The stream is terminated at the provider"), item.answer
+    assert "cannot be reactivated" in item.answer
+
+
 def test_a_replay_of_an_active_stream_gives_no_warning(polled: Any, staff_client: Client) -> None:
     _, failing = active_failures(polled)
     prepared = staff_client.post("/actions/replay/", {"delivery": str(failing[0].pk)})
     page = staff_client.get(prepared["Location"]).content.decode()
     assert "js-provider-warning" not in page
+    assert "js-refusal-expected" not in page and " disabled " not in page
     assert "pill-provider-active" in page
 
 

@@ -169,6 +169,8 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
     counts = services.item_counts(action)
     done = sum(n for state, n in counts.items() if state not in (ItemState.PENDING, ItemState.SENDING))
     stream = Stream.objects.filter(stream_id=action.stream_id).first() if action.stream_id else None
+    # What the provider says of the streams, before anybody confirms.
+    streams = services.streams_acted_on(action) if action.state == ActionState.DRAFT else []
     context: dict[str, Any] = {
         "nav": "actions",
         "action": action,
@@ -180,13 +182,22 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "percent": int(100 * done / action.target_count) if action.target_count else 100,
         "can_act": services.can_act(request.user),
         "confirmable": action.can_be_confirmed(),
-        # What the provider says of the streams, before anybody confirms.
-        "streams": services.streams_acted_on(action) if action.state == ActionState.DRAFT else [],
+        "streams": streams,
+        "refusal_expected": _refusal_expected(streams),
         "origin": request.session.get(f"action-{action.pk}-origin", ""),
         "live": not action.is_finished and action.state != ActionState.DRAFT,
         "ItemState": ItemState,
     }
     return render_live(request, "web/action.html", "web/_action_partial.html", context)
+
+
+def _refusal_expected(streams: list[Stream]) -> str:
+    """The status for which the provider will refuse the whole request ("terminated" when every stream is, "error"
+    when every stream is in error or terminated); "" when some stream may take it. Only a list shorter than
+    `STREAMS_SHOWN` is known whole (it names the streams it refuses first)."""
+    if not streams or len(streams) >= services.STREAMS_SHOWN or not all(s.failing_at_provider for s in streams):
+        return ""
+    return "terminated" if all(s.provider_status == "terminated" for s in streams) else "error"
 
 
 @viewer_required
