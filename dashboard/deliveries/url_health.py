@@ -100,10 +100,15 @@ class UrlHealth:
     @property
     def provider_note(self) -> str:
         """Why the estimate is shown otherwise than its rate says, when the provider's status says so."""
-        if self.stopped_at_provider:
+        if self.provider_status == "terminated":
+            return (
+                "The provider reports the stream terminated: it sends nothing, and a terminated stream cannot be "
+                "reactivated, only recreated, whatever the replay of its rule gives"
+            )
+        if self.provider_status in ("error", "paused"):
             return (
                 f"The provider reports the stream {self.provider_status}: it sends nothing until the stream is "
-                "reactivated, whatever the replay of its rule gives"
+                "reactivated" + (", whatever the replay of its rule gives" if self.stopped_at_provider else "")
             )
         if self.rate < ERROR_BELOW and self.provider_status == "active":
             return (

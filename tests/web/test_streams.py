@@ -158,3 +158,23 @@ def test_a_stream_the_provider_has_stopped_is_not_shown_healthy(
         page = logged_in_client.get(f"/streams/{STREAM_B}/")
         assert page.context["health"].state == "error"
         assert f"{status.capitalize()} at the provider" in page.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("status", "says", "never"),
+    [
+        ("terminated", "cannot be reactivated, only recreated", "until the stream is reactivated"),
+        ("error", "sends nothing until the stream is reactivated", "cannot be reactivated"),
+        ("paused", "sends nothing until the stream is reactivated", "cannot be reactivated"),
+        ("active", "", "sends nothing"),
+    ],
+)
+def test_the_stream_page_says_one_coherent_thing_per_provider_status(
+    plain_source: Source, logged_in_client: Client, status: str, says: str, never: str
+) -> None:
+    now = timezone.now()
+    store(plain_source, *(record(date=now - timedelta(minutes=m)) for m in range(5, 8)))
+    Stream.objects.filter(stream_id=STREAM_A).update(provider_status=status, provider_seen_at=now)
+    page = " ".join(logged_in_client.get(f"/streams/{STREAM_A}/").content.decode().split())
+    assert says in page
+    assert never not in page
