@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -158,13 +159,22 @@ class ChannelDeliveryInline(admin.TabularInline):
 class IncidentEventInline(admin.TabularInline):
     model = IncidentEvent
     verbose_name_plural = "Timeline (acknowledge, assign, add notes and snooze on the incident's page: View on site)"
-    fields = ("created_at", "kind", "actor", "text")
+    fields = ("created_at", "kind", "shown_actor", "shown_text")
     readonly_fields = fields
     extra = 0
     can_delete = False
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    # A note is typed by a user: shown like everywhere else, its invisible characters made visible.
+    @admin.display(description="text")
+    def shown_text(self, event: IncidentEvent) -> str:
+        return visible(event.text)
+
+    @admin.display(description="actor")
+    def shown_actor(self, event: IncidentEvent) -> str:
+        return visible(event.actor)
 
 
 @admin.register(Incident)
@@ -340,10 +350,20 @@ class ChannelDeliveryAdmin(admin.ModelAdmin):
     list_filter = ("status", "kind", "channel")
     list_select_related = ("channel", "incident")
     date_hierarchy = "created_at"
-    readonly_fields = [f.name for f in ChannelDelivery._meta.fields]
+    exclude = ("payload",)
+    # The payload is shown by `shown_payload`, in its place: Django's own display of a JSON field prints its
+    # strings raw, rule and channel names typed by users among them.
+    readonly_fields = [
+        "shown_payload" if f.name == "payload" else f.name for f in ChannelDelivery._meta.fields
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="payload")
+    def shown_payload(self, delivery: ChannelDelivery) -> str:
+        # The whole text made visible, whatever fields the payload has; the stored payload stays as sent.
+        return visible(json.dumps(delivery.payload, ensure_ascii=False, indent=2, sort_keys=True))

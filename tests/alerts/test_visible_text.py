@@ -83,3 +83,60 @@ def test_it_names_channel_deliveries_for_a_channel(staff: Client) -> None:
     assert str(delivery) == f"Test message to slack-ops {SHOWN_RLO}evil"
     index = staff.get("/admin/").content.decode()
     assert "Channel deliveries" in index and "Channel deliverys" not in index
+
+
+ALM = "\u061c"
+SHOWN_ALM = "⟨U+061C⟩"
+
+
+def test_it_shows_the_rule_name_on_the_overview(staff: Client) -> None:
+    make_rule(name=f"Failed {RLO}deliveries{ALM}")
+    failures(make_source(), fixed_now(), 2)
+    evaluate.evaluate_all(fixed_now())
+
+    html = staff.get("/").content.decode()
+    top = html[html.index('id="open-incidents"'):]
+    assert f"Failed {SHOWN_RLO}deliveries{SHOWN_ALM}" in top[: top.index("</table>")]
+    assert RLO not in html and ALM not in html
+
+
+def test_it_shows_the_arabic_letter_mark_in_mail_subjects_and_channel_texts() -> None:
+    rule = make_rule(name=f"Failed{ALM} deliveries")
+    rule.channels.add(slack_channel())
+    failures(make_source(), fixed_now(), 2, error=f"connect{ALM} ECONNREFUSED")
+    evaluate.evaluate_all(fixed_now())
+
+    mail = Notification.objects.get(kind=NotificationKind.OPENED)
+    assert f"connect{SHOWN_ALM} ECONNREFUSED" in mail.subject
+    assert f"Failed{SHOWN_ALM} deliveries" in mail.body_text
+    assert ALM not in mail.subject + mail.body_text + mail.body_html
+    message = ChannelDelivery.objects.get(kind=NotificationKind.OPENED)
+    assert f"Failed{SHOWN_ALM} deliveries" in message.payload["text"]
+
+
+def test_it_shows_a_note_in_the_admins_incident_timeline(staff: Client) -> None:
+    make_rule()
+    failures(make_source(), fixed_now(), 2)
+    evaluate.evaluate_all(fixed_now())
+    incident = Incident.objects.get()
+    staff.post(f"/alerts/incidents/{incident.pk}/notes/", {"text": f"rolled back {RLO}evil{ZWSP} deploy"})
+
+    html = staff.get(f"/admin/alerts/incident/{incident.pk}/change/").content.decode()
+    assert f"rolled back {SHOWN_RLO}evil{SHOWN_ZWSP} deploy" in html
+    assert RLO not in html and ZWSP not in html
+
+
+def test_it_shows_the_rule_name_in_the_admins_channel_delivery_payload(staff: Client) -> None:
+    make_rule(name=f"Failed {RLO}deliveries")
+    failures(make_source(), fixed_now(), 2)
+    evaluate.evaluate_all(fixed_now())
+    delivery = channels.create_test(slack_channel(), fixed_now())
+    # Whatever fields the payload carries, every string in it is shown made visible.
+    payload = {**delivery.payload, "rule": f"Failed {RLO}deliveries", "incident": {"note": f"x{ZWSP}y"}}
+    ChannelDelivery.objects.filter(pk=delivery.pk).update(payload=payload)
+
+    html = staff.get(f"/admin/alerts/channeldelivery/{delivery.pk}/change/").content.decode()
+    assert f"Failed {SHOWN_RLO}deliveries" in html and f"x{SHOWN_ZWSP}y" in html
+    assert RLO not in html and ZWSP not in html
+    delivery.refresh_from_db()
+    assert delivery.payload["rule"] == f"Failed {RLO}deliveries"
