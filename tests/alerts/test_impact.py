@@ -76,7 +76,9 @@ def test_messages_and_the_page_state_the_true_impact() -> None:
     page = viewer.get(f"/alerts/incidents/{incident.pk}/")
     assert page.context["impact"] == incident_impact(incident, page.context["impact"].at)
     body = " ".join(page.content.decode().split())
-    assert '<th>Failing now</th><td class="num">4</td>' in body
+    # Labelled with what it counts, unlike the deliveries list's "failing" (first sent in its window).
+    assert '<th>Retrying or failed now</th><td class="num">4</td>' in body
+    assert "those not delivered yet (on the retry schedule, or given up)" in body
     assert '<th>Failed so far</th><td class="num">5</td>' in body
     assert f"deliveries with a failed attempt since {impact.since:%Y-%m-%d %H:%M:%S} UTC" in body
     assert "<th>Oldest of them, first sent</th>" in body and "<th>First failure</th>" not in body

@@ -43,6 +43,9 @@ def test_it_shows_counts_worst_streams_errors_and_sources(
     body = response.content.decode()
     assert "Catching up" in body and "Up to date" not in body
     assert '<svg class="chart js-zoom"' in body
+    # Each card's failing figure says what it counts.
+    assert "1 retrying or failed now</a>" in body
+    assert "of the deliveries first sent in this window, those retrying or failed now" in body
 
     # Once a walk of the whole history has completed, the source reads as up to date.
     Source.objects.filter(pk=plain_source.pk).update(synced_through=now)
