@@ -126,6 +126,9 @@ class RangeForm(forms.Form):
                 f"Dates must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)."
             )
         if preset == "custom":
+            if start is None and end is None:
+                # Not all time: a custom range chosen without its dates is a mistake to point out, not a filter.
+                raise forms.ValidationError("A custom range needs its dates: a start, an end, or both (UTC).")
             if start is None and self.default_range:
                 raise forms.ValidationError("A custom range needs a start date.")
             end = end or self.now

@@ -122,3 +122,21 @@ def test_a_kilobyte_filter_value_is_echoed_clipped(logged_in_client: Client) -> 
     body = response.content.decode()
     assert "Status: Select a valid choice." in body
     assert "x" * 250 in body and "x" * 400 not in body
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/deliveries/?range=custom", "A custom range needs its dates: a start, an end, or both (UTC)."),
+        ("/deliveries/?range=custom&start=&end=", "A custom range needs its dates: a start, an end, or both (UTC)."),
+        ("/deliveries/export.csv?range=custom", "A custom range needs its dates"),
+        ("/timeline/?range=custom&start=&end=", "A custom range needs its dates"),
+        ("/errors/?range=custom", "A custom range needs its dates"),
+    ],
+)
+def test_a_custom_range_without_dates_is_a_400_that_asks_for_them(
+    logged_in_client: Client, path: str, message: str
+) -> None:
+    response = logged_in_client.get(path)
+    assert response.status_code == 400
+    assert message in response.content.decode()
