@@ -109,3 +109,23 @@ def test_a_viewer_is_kept_out_of_the_admin(viewer_page: Any, live_server: Any) -
             assert secret not in text
     screenshot(viewer_page, "admin-as-viewer")
     assert dialogs == []
+
+
+def test_change_lists_fit_at_1440_pixels_with_long_upstream_text(page: Any, live_server: Any) -> None:
+    source = Source.objects.create(
+        name="wide", api_key="k", streams_base_url="http://127.0.0.1:9/", evm_base_url="http://127.0.0.1:9/",
+        aptos_mainnet_base_url="http://127.0.0.1:9/", aptos_testnet_base_url="http://127.0.0.1:9/",
+    )
+    records = [history_record(error="Request failed with status code 500 " * 5, retries=1, tag="t" * 60) for _ in range(3)]
+    store_records(source, records, now=NOW)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    for url in (URL, "/admin/deliveries/errorgroup/"):
+        page.goto(url)
+        # The table ends within its box, beside the filter column: no column is cut off or hidden past a scroll.
+        table, box, width = page.evaluate(
+            """() => [document.querySelector('#result_list').getBoundingClientRect().right,
+                      document.querySelector('#changelist .results').getBoundingClientRect().right,
+                      document.documentElement.scrollWidth]"""
+        )
+        assert table <= box + 1 and width <= 1440, (url, table, box, width)
+    screenshot(page, "admin-deliveries-1440")
