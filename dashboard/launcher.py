@@ -337,6 +337,26 @@ def _scenario_start() -> str:
     return path.read_text().strip()
 
 
+def _metrics_token() -> str:
+    path = LOCAL / "metrics_token"
+    if not path.exists():
+        LOCAL.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(24))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _metrics_directory(env: dict[str, str]) -> None:
+    """Every process of the demo (gunicorn's workers, Celery's pool) writes its counters to one directory, so
+    /metrics shows the polls, requests and records of the worker; emptied at start, as prometheus-client asks."""
+    if env.get("PROMETHEUS_MULTIPROC_DIR"):
+        return
+    directory = LOCAL / "prometheus"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+
+
 class Demo:
     """The demo's processes, started in order and stopped in reverse."""
 
@@ -425,6 +445,8 @@ def _run_demo(args: argparse.Namespace, signals: StopSignals, lock: DemoLock, st
     if not (env.get("EMAIL_URL") or env.get("EMAIL_HOST")):
         env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
     env.setdefault("ALERT_EMAILS", "ops@example.com")
+    env.setdefault("METRICS_TOKEN", _metrics_token())
+    _metrics_directory(env)
 
     processes = Demo(env, signals)
     stack.callback(processes.stop)
@@ -466,16 +488,18 @@ def _run_demo(args: argparse.Namespace, signals: StopSignals, lock: DemoLock, st
     _wait_for_port(web_port, "the web server", web)
     _wait_for_answer(f"{site_url}/healthz", "the web server", web)
     lock.record(url=site_url, simulator=simulator_url, started=started, state="running")
-    print(banner(site_url, simulator_url), flush=True)
+    print(banner(site_url, simulator_url, env["METRICS_TOKEN"]), flush=True)
     processes.watch()
 
 
-def banner(site_url: str, simulator_url: str) -> str:
+def banner(site_url: str, simulator_url: str, metrics_token: str) -> str:
     return (
         "\n"
         "  Stream Dashboard is running.\n"
         f"    Open      {site_url}/\n"
         f"    Log in    {DEMO_USER} / {DEMO_PASSWORD}\n"
+        f"    Metrics   {site_url}/metrics  (logged in as staff, or with the header "
+        f"Authorization: Bearer {metrics_token})\n"
         f"    Simulator {simulator_url}  (upstream API key: {DEMO_API_KEY})\n"
         "  Press Ctrl-C to stop everything.\n"
     )

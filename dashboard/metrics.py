@@ -25,6 +25,7 @@ from datetime import timedelta
 
 import redis
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -35,6 +36,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from dashboard import replica
+from dashboard.accounts.access import is_staff_member
 from dashboard.alerts.models import Incident, Notification, NotificationStatus
 from dashboard.client_address import client_address
 from dashboard.deliveries.models import HourlyRollup, Stream
@@ -46,7 +48,8 @@ STREAM_WINDOW = timedelta(hours=24)
 
 
 def scrape_allowed(request: HttpRequest) -> bool:
-    """A bearer token equal to METRICS_TOKEN, or a client address in METRICS_ALLOWED_NETWORKS."""
+    """A bearer token equal to METRICS_TOKEN, a client address in METRICS_ALLOWED_NETWORKS, or a staff member
+    logged in to the dashboard (the admin's header links here)."""
     token = settings.METRICS_TOKEN
     given = request.headers.get("Authorization", "")
     if token and given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), token.encode()):
@@ -54,15 +57,18 @@ def scrape_allowed(request: HttpRequest) -> bool:
     try:
         address = ipaddress.ip_address(client_address(request))
     except ValueError:
-        return False
-    return any(address in network for network in settings.METRICS_ALLOWED_NETWORKS)
+        address = None
+    if address is not None and any(address in network for network in settings.METRICS_ALLOWED_NETWORKS):
+        return True
+    return is_staff_member(getattr(request, "user", None) or AnonymousUser())
 
 
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     if not scrape_allowed(request):
         return HttpResponse(
-            "Forbidden: send Authorization: Bearer <METRICS_TOKEN>, or scrape from METRICS_ALLOWED_NETWORKS.\n",
+            "Forbidden: send Authorization: Bearer <METRICS_TOKEN>, scrape from METRICS_ALLOWED_NETWORKS, or log in "
+            "as staff.\n",
             status=403, content_type="text/plain; charset=utf-8",
         )
     state = CollectorRegistry()

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard import launcher
 from tests.checks import subprocess_database_url
@@ -201,6 +202,7 @@ def test_a_demo_started_with_sigint_ignored_stops_on_sigint_and_a_second_start_l
         site = f"http://127.0.0.1:{web_port}"
         read_until(child, rf"Open      {re.escape(site)}/", lines)
     sim_port = int(read_until(child, r"Simulator http://127\.0\.0\.1:(\d+)", lines)[1])
+    token = read_until(child, r"Authorization: Bearer (\S+)\)", lines)[1]
     read_until(child, r"Press Ctrl-C", lines)
     assert sim_port != web_port
     assert httpx.get(f"{site}/healthz", timeout=30).status_code == 200
@@ -215,8 +217,23 @@ def test_a_demo_started_with_sigint_ignored_stops_on_sigint_and_a_second_start_l
     assert child.poll() is None
     assert httpx.get(f"{site}/healthz", timeout=30).status_code == 200
 
+    # /metrics with the token the banner printed: the worker's polls and upstream requests show.
+    deadline = time.monotonic() + 90
+    names: set[str] = set()
+    while time.monotonic() < deadline and not {"dashboard_polls_total", "dashboard_upstream_requests_total"} <= names:
+        answer = httpx.get(f"{site}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert answer.status_code == 200
+        names = {s.name for f in text_string_to_metric_families(answer.text) for s in f.samples}
+        time.sleep(1)
+    assert {"dashboard_polls_total", "dashboard_upstream_requests_total"} <= names, "".join(lines)[-3000:]
+    assert httpx.get(f"{site}/metrics", timeout=10).status_code == 403
+
+    # Every process the demo started shares the metrics directory.
     started = [pid for pid in demo_processes(marker) if pid != child.pid]
     assert len(started) >= 4
+    for pid in started:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"PROMETHEUS_MULTIPROC_DIR={tmp_path / 'prometheus'}".encode() in environ
 
     # SIGINT, which the launcher inherited ignored, stops it and everything it started, within seconds.
     stop = time.monotonic()

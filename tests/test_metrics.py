@@ -268,3 +268,19 @@ def test_the_grafana_dashboard_and_alert_rules_use_only_metrics_the_endpoint_exp
     rules = (ROOT / "deploy/prometheus/alerts.yml").read_text()
     used = set(re.findall(r"\bdashboard_[a-z0-9_]+", " ".join(expressions) + rules))
     assert used and used <= exported, used - exported
+
+
+@pytest.mark.django_db
+def test_staff_logged_in_open_the_metrics_from_the_admin_and_viewers_do_not(settings: Any) -> None:
+    from tests.conftest import make_user
+
+    settings.METRICS_TOKEN = ""
+    settings.METRICS_ALLOWED_NETWORKS = []
+    staff = Client()
+    staff.force_login(make_user("operator", staff=True))
+    assert 'href="/metrics"' in staff.get("/admin/").content.decode()
+    answer = staff.get("/metrics")
+    assert answer.status_code == 200 and b"dashboard_metrics_database_ok" in answer.content
+    viewer = Client()
+    viewer.force_login(make_user("reader"))
+    assert viewer.get("/metrics").status_code == 403
