@@ -441,9 +441,10 @@ def _run_demo(args: argparse.Namespace, signals: StopSignals, lock: DemoLock, st
     env.setdefault("MORALIS_EVM_BASE_URL", simulator_url)
     env.setdefault("MORALIS_APTOS_MAINNET_BASE_URL", f"{simulator_url}/aptos/mainnet")
     env.setdefault("MORALIS_APTOS_TESTNET_BASE_URL", f"{simulator_url}/aptos/testnet")
-    # Alert mails: printed by the worker unless an SMTP server is configured; readable on /alerts/ too.
+    # Alert mails: one line each in the console unless an SMTP server is configured; readable on
+    # /alerts/ in full.
     if not (env.get("EMAIL_URL") or env.get("EMAIL_HOST")):
-        env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+        env.setdefault("EMAIL_BACKEND", "dashboard.demo_mail.EmailBackend")
     env.setdefault("ALERT_EMAILS", "ops@example.com")
     env.setdefault("METRICS_TOKEN", _metrics_token())
     _metrics_directory(env)
@@ -471,17 +472,18 @@ def _run_demo(args: argparse.Namespace, signals: StopSignals, lock: DemoLock, st
             "--workers", "2", "--threads", "4", "--log-level", "warning", "--graceful-timeout", "5",
         ],
     )
+    # --quiet: no Celery banner (its queue lines read like errors in a demo's console).
     processes.start(
         "the worker",
         [
-            PYTHON, "-m", "celery", "-A", "dashboard", "worker", "--loglevel", "WARNING",
+            PYTHON, "-m", "celery", "-A", "dashboard", "--quiet", "worker", "--loglevel", "WARNING",
             "--concurrency", "2",
         ],
     )
     processes.start(
         "beat",
         [
-            PYTHON, "-m", "celery", "-A", "dashboard", "beat", "--loglevel", "WARNING",
+            PYTHON, "-m", "celery", "-A", "dashboard", "--quiet", "beat", "--loglevel", "WARNING",
             "--schedule", str(LOCAL / "celerybeat-schedule"),
         ],
     )
@@ -501,6 +503,7 @@ def banner(site_url: str, simulator_url: str, metrics_token: str) -> str:
         f"    Metrics   {site_url}/metrics  (logged in as staff, or with the header "
         f"Authorization: Bearer {metrics_token})\n"
         f"    Simulator {simulator_url}  (upstream API key: {DEMO_API_KEY})\n"
+        "  Alert mails show here, one line each; read them in full on /alerts/.\n"
         "  Press Ctrl-C to stop everything.\n"
     )
 

@@ -4,6 +4,7 @@ run end to end as a script runs it — with SIGINT ignored — stopped by SIGINT
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import signal
@@ -17,9 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
+from django.core.mail import EmailMessage, EmailMultiAlternatives
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard import launcher
+from dashboard.demo_mail import EmailBackend, summary
 from tests.checks import subprocess_database_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,6 +128,29 @@ def test_the_first_signal_unwinds_the_launcher_and_a_later_one_hurries_the_stop(
             signal.signal(signum, handler)
 
 
+def incident_mail(body: str) -> EmailMultiAlternatives:
+    message = EmailMultiAlternatives("[FAILING] stream usdc-transfers: 8 failed", body, "a@localhost",
+                                     ["ops@example.com", "dev@example.com"])
+    message.attach_alternative("<p>" + "x" * 50_000 + "</p>", "text/html")
+    return message
+
+
+def test_the_demo_mail_backend_prints_one_line_a_mail_with_its_incident_page() -> None:
+    stream = io.StringIO()
+    opened = incident_mail("FAILING\n\nIncident:          http://127.0.0.1:8000/alerts/incidents/3/\n")
+    digest = EmailMessage("Digest", "  Incident: http://h/alerts/incidents/4/\n  Incident: http://h/alerts/incidents/7/\n"
+                          "Alerts: http://h/alerts/\n", "a@localhost", ["ops@example.com"])
+    test_mail = EmailMessage("Test", "If you can read this…\n\nAlerts: http://h/alerts/\n", "a@localhost", ["o@x"])
+    assert EmailBackend(stream=stream).send_messages([opened, digest, test_mail]) == 3
+    assert stream.getvalue().splitlines() == [
+        '[mail] "[FAILING] stream usdc-transfers: 8 failed" to ops@example.com, dev@example.com: '
+        "http://127.0.0.1:8000/alerts/incidents/3/",
+        '[mail] "Digest" to ops@example.com: http://h/alerts/incidents/4/ (and 1 more incidents)',
+        '[mail] "Test" to o@x: http://h/alerts/',
+    ]
+    assert summary(EmailMessage("No link", "text", "a@localhost", ["o@x"])) == '[mail] "No link" to o@x: no link'
+
+
 def demo_processes(marker: str) -> list[int]:
     """Every process whose environment carries the marker: the launcher and all it started, at any depth."""
     found = []
@@ -206,6 +232,8 @@ def test_a_demo_started_with_sigint_ignored_stops_on_sigint_and_a_second_start_l
     read_until(child, r"Press Ctrl-C", lines)
     assert sim_port != web_port
     assert httpx.get(f"{site}/healthz", timeout=30).status_code == 200
+    # No Celery banner with its queue lines.
+    assert not any(".> polls" in line or "[queues]" in line for line in lines), "".join(lines)
 
     # A second start: refused, told where the first runs, and the first keeps working.
     second = subprocess.run([sys.executable, "-m", "dashboard.launcher", "demo"], cwd=ROOT, env=demo_env,
@@ -228,11 +256,12 @@ def test_a_demo_started_with_sigint_ignored_stops_on_sigint_and_a_second_start_l
     assert {"dashboard_polls_total", "dashboard_upstream_requests_total"} <= names, "".join(lines)[-3000:]
     assert httpx.get(f"{site}/metrics", timeout=10).status_code == 403
 
-    # Every process the demo started shares the metrics directory.
+    # Every process the demo started has the demo's mail backend and the shared metrics directory.
     started = [pid for pid in demo_processes(marker) if pid != child.pid]
     assert len(started) >= 4
     for pid in started:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"EMAIL_BACKEND=dashboard.demo_mail.EmailBackend" in environ
         assert f"PROMETHEUS_MULTIPROC_DIR={tmp_path / 'prometheus'}".encode() in environ
 
     # SIGINT, which the launcher inherited ignored, stops it and everything it started, within seconds.

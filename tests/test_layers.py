@@ -25,7 +25,7 @@ RANK = {
 # Beside the chain: any app may use them; they import no app.
 HELPERS = {
     "accounts", "live", "env", "text", "replica", "times", "locks", "heap", "log_context", "client_address",
-    "encryption",
+    "encryption", "demo_mail",
 }
 # Top-level modules that read apps: each reads only what is named here.
 READERS = {
