@@ -74,7 +74,7 @@ def test_the_procfile_runs_web_two_workers_on_their_queues_and_beat(tmp_path: Pa
 def test_tasks_are_routed_to_their_queues() -> None:
     route = app.amqp.router.route
     assert route({}, "dashboard.polling.tasks.poll_source")["queue"].name == "polls"
-    assert route({}, "dashboard.alerts.tasks.send_notification")["queue"].name == "alerts"
+    assert route({}, "dashboard.alerts.tasks.send_message")["queue"].name == "alerts"
     assert route({}, "dashboard.actions.tasks.run_action")["queue"].name == "actions"
     # A worker started without -Q consumes every queue.
     assert {q.name for q in app.conf.task_queues} == {"polls", "alerts", "actions"}

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from dashboard import encryption
-from dashboard.alerts import actions, channels
+from dashboard.alerts import channels, workflow
 from dashboard.alerts.models import (
     AlertRule,
     Channel,
@@ -25,7 +25,7 @@ from dashboard.alerts.models import (
     NotificationStatus,
     Scope,
 )
-from dashboard.alerts.tasks import dispatch
+from dashboard.alerts.tasks import dispatch_due
 from dashboard.text import visible
 from dashboard.times import iso_minutes
 
@@ -72,7 +72,7 @@ class AlertRuleForm(forms.ModelForm):
 
 def _mute_action(minutes: int, label: str) -> Callable[..., None]:
     def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[AlertRule]) -> None:
-        until = actions.mute(list(queryset), minutes)
+        until = workflow.mute(list(queryset), minutes)
         modeladmin.message_user(
             request, f"Muted {queryset.count()} rule(s) until {iso_minutes(until)}."
         )
@@ -107,7 +107,7 @@ class AlertRuleAdmin(admin.ModelAdmin):
         ("Timing", {"fields": ("grace_minutes", "cooldown_minutes")}),
     )
     actions = [
-        *(_mute_action(minutes, label) for minutes, label in actions.MUTE_CHOICES),
+        *(_mute_action(minutes, label) for minutes, label in workflow.MUTE_CHOICES),
         "unmute",
         "send_test_mail",
     ]
@@ -118,13 +118,13 @@ class AlertRuleAdmin(admin.ModelAdmin):
 
     @admin.action(description="Unmute")
     def unmute(self, request: HttpRequest, queryset: QuerySet[AlertRule]) -> None:
-        actions.unmute(list(queryset))
+        workflow.unmute(list(queryset))
         self.message_user(request, f"Unmuted {queryset.count()} rule(s).")
 
     @admin.action(description="Send a test mail")
     def send_test_mail(self, request: HttpRequest, queryset: QuerySet[AlertRule]) -> None:
         for rule in queryset:
-            notification = actions.send_test(rule)
+            notification = workflow.send_test(rule)
             if notification.status == NotificationStatus.PENDING:
                 self.message_user(
                     request, f"“{rule}”: test mail to {', '.join(notification.recipients)} queued."
@@ -202,7 +202,7 @@ class IncidentAdmin(admin.ModelAdmin):
     @admin.action(description="Acknowledge (digests stop listing them)")
     def acknowledge(self, request: HttpRequest, queryset: QuerySet[Incident]) -> None:
         by = request.user.get_username()
-        count = sum(actions.acknowledge(incident, by=by) for incident in queryset.filter(resolved_at__isnull=True))
+        count = sum(workflow.acknowledge(incident, by=by) for incident in queryset.filter(resolved_at__isnull=True))
         self.message_user(request, f"Acknowledged {count} incident(s).")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -210,7 +210,7 @@ class IncidentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Resolve (sends the resolution mail)")
     def resolve(self, request: HttpRequest, queryset: QuerySet[Incident]) -> None:
-        count = actions.resolve(
+        count = workflow.resolve(
             list(queryset.filter(resolved_at__isnull=True)), by=request.user.get_username()
         )
         self.message_user(request, f"Resolved {count} incident(s).")
@@ -239,7 +239,7 @@ class NotificationAdmin(admin.ModelAdmin):
         Notification.objects.filter(pk__in=ids, status=NotificationStatus.FAILED).update(
             status=NotificationStatus.PENDING, attempts=0, next_attempt_at=timezone.now()
         )
-        dispatch(ids)
+        dispatch_due()
         self.message_user(request, f"{len(ids)} failed mail(s) queued again.")
 
 
@@ -337,7 +337,7 @@ class ChannelAdmin(admin.ModelAdmin):
     @admin.action(description="Send a test message")
     def send_test(self, request: HttpRequest, queryset: QuerySet[Channel]) -> None:
         for channel in queryset[:20]:
-            actions.send_channel_test(channel)
+            workflow.send_channel_test(channel)
             self.message_user(
                 request,
                 f"“{channel}”: test message queued; its result shows under Last delivery in a few seconds.",

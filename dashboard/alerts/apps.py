@@ -6,10 +6,10 @@ from django.apps import AppConfig
 
 
 def _evaluate_after_poll(sender: Any, **kwargs: Any) -> None:
-    from dashboard.alerts.tasks import evaluate_alerts
+    from dashboard.alerts.tasks import evaluate_alerts_task
 
     # Alert on new failures now rather than at the next sweep.
-    evaluate_alerts.delay()
+    evaluate_alerts_task.delay()
 
 
 class AlertsConfig(AppConfig):

@@ -8,11 +8,9 @@ UPDATE, and a digest is claimed by a compare-and-set on the rule's `digest_sent_
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.alerts import channels, conditions, mail
@@ -30,10 +28,6 @@ from dashboard.deliveries.models import Stream
 from dashboard.sources.models import Source
 
 log = logging.getLogger(__name__)
-
-# A pending mail whose next attempt is this overdue lost its task (broker restart); the sweep re-sends it.
-LOST_TASK_AFTER = timedelta(minutes=2)
-
 
 def evaluate_all(now: datetime | None = None) -> list[int]:
     """Evaluate every enabled rule; returns the ids of notifications to send."""
@@ -193,29 +187,8 @@ def send_due_digests(now: datetime | None = None) -> list[int]:
     return to_send
 
 
-def lost_notifications(now: datetime | None = None) -> list[int]:
-    """Mails whose send task never ran or whose worker died mid-send: a row `sending` whose sender holds no
-    lease any more is found at the next sweep, not after STALE_CLAIM (its send task re-reads the accepted
-    marker first, so a mail the server took is recorded, never sent twice)."""
-    now = now or timezone.now()
-    lapsed = now - timedelta(seconds=settings.LOCK_LEASE_SECONDS)
-    found = Notification.objects.filter(
-        Q(status=NotificationStatus.PENDING, next_attempt_at__lt=now - LOST_TASK_AFTER)
-        | Q(status=NotificationStatus.SENDING, claimed_at__lt=lapsed)
-    ).values_list("pk", "status", "claimed_at")
-    return [
-        pk for pk, status, claimed_at in found
-        if status != NotificationStatus.SENDING
-        or claimed_at is None
-        or claimed_at < now - mail.STALE_CLAIM
-        or not mail.sender_alive(pk)
-    ]
-
-
 def sweep(now: datetime | None = None) -> list[int]:
-    """The periodic pass: time-based conditions, grace periods, digests, and mails that lost their task."""
+    """The periodic pass: time-based conditions, grace periods and digests; returns the new mails' ids. The
+    outbox's dispatch (`tasks.dispatch_due`) then sends these and every message that lost its task or sender."""
     now = now or timezone.now()
-    to_send = evaluate_all(now)
-    to_send += send_due_digests(now)
-    to_send += [pk for pk in lost_notifications(now) if pk not in to_send]
-    return to_send
+    return evaluate_all(now) + send_due_digests(now)

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 
 from dashboard.accounts.roles import STAFF
-from dashboard.alerts.actions import MUTE_CHOICES
+from dashboard.alerts.workflow import MUTE_CHOICES
 
 
 class MuteForm(forms.Form):

@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from django.utils.dateparse import parse_datetime
 
 from dashboard.alerts.models import Incident, TargetKind
-from dashboard.deliveries.models import Delivery
 
 
 @dataclass(frozen=True)
@@ -48,10 +47,6 @@ def incident_impact(incident: Incident, now: datetime) -> Impact | None:
     """None for an incident about a source (polling), which has no deliveries of its own."""
     if incident.target_kind == TargetKind.SOURCE:
         return None
-    if incident.target_kind == TargetKind.STREAM:
-        deliveries = Delivery.objects.chain_events().for_stream(incident.stream_id or incident.target_key)
-    else:
-        deliveries = Delivery.objects.chain_events().filter(webhook_url=incident.webhook_url or incident.target_key)
     since = incident_start(incident)
-    figures = deliveries.failure_impact(since, incident.resolved_at)
+    figures = incident.deliveries().failure_impact(since, incident.resolved_at)
     return Impact(since=since, until=incident.resolved_at, at=now, **figures)

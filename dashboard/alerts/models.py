@@ -13,10 +13,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.functions import RandomUUID
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
+from dashboard.deliveries.models import Delivery, DeliveryQuerySet
 from dashboard.encryption import register_column
 from dashboard.text import visible
 
@@ -229,6 +231,16 @@ class Incident(models.Model):
     def is_open(self) -> bool:
         return self.resolved_at is None
 
+    def deliveries(self) -> DeliveryQuerySet:
+        """The deliveries this incident concerns: its stream's or its webhook URL's chain events (test webhooks
+        are no chain event), none for a source's. Its impact, its messages and its page all count these."""
+        chain_events = Delivery.objects.chain_events()
+        if self.target_kind == TargetKind.STREAM:
+            return chain_events.for_stream(self.stream_id or self.target_key)
+        if self.target_kind == TargetKind.WEBHOOK_URL:
+            return chain_events.filter(webhook_url=self.webhook_url or self.target_key)
+        return chain_events.none()
+
 
 class IncidentEventKind(models.TextChoices):
     ACKNOWLEDGED = "acknowledged", "Acknowledged"
@@ -273,7 +285,37 @@ class NotificationStatus(models.TextChoices):
     SKIPPED = "skipped", "Not sent"
 
 
-class Notification(models.Model):
+class OutboxMessage(models.Model):
+    """What every outgoing message row has, whatever carries it (dashboard.alerts.outbox sends them all).
+
+    A row is written in the transaction of what it reports, claimed by one sender with a conditional UPDATE
+    (`pending` -> `sending`), and ends `sent`, `failed` or `skipped`; `attempts` and `next_attempt_at` carry
+    its retries with backoff, `error` the last failure."""
+
+    status = models.CharField(
+        max_length=16, choices=NotificationStatus.choices, default=NotificationStatus.PENDING
+    )
+    created_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+
+    def lease_name(self) -> str:
+        """The Redis lease its sender holds from before the claim to after the row says `sent`."""
+        raise NotImplementedError
+
+    def accepted_key(self) -> str:
+        """The Redis key written once the service accepted this message; unique to the message, so no other
+        database's row with the same id (a restored backup, a test database) is ever taken for sent."""
+        raise NotImplementedError
+
+
+class Notification(OutboxMessage):
     """One mail: rendered when its transition happens, sent by whichever worker claims it first."""
 
     kind = models.CharField(max_length=16, choices=NotificationKind.choices)
@@ -281,21 +323,12 @@ class Notification(models.Model):
     incident = models.ForeignKey(
         Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
     )
-    status = models.CharField(
-        max_length=16, choices=NotificationStatus.choices, default=NotificationStatus.PENDING
-    )
     recipients = ArrayField(models.CharField(max_length=254), default=list)
     subject = models.CharField(max_length=500)
     body_text = models.TextField()
     body_html = models.TextField()
     message_id = models.CharField(max_length=255)
     in_reply_to = models.CharField(max_length=255, blank=True)
-    created_at = models.DateTimeField()
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
     # The digest that carried this held-back mail.
     digest = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="carried"
@@ -318,6 +351,12 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return visible(self.subject)
+
+    def lease_name(self) -> str:
+        return f"mail:{self.pk}"
+
+    def accepted_key(self) -> str:
+        return f"mail-accepted:{self.message_id}"
 
     @property
     def status_class(self) -> str:
@@ -382,7 +421,7 @@ class ChannelMessageKind(models.TextChoices):
     TEST = NotificationKind.TEST.value, "Test message"
 
 
-class ChannelDelivery(models.Model):
+class ChannelDelivery(OutboxMessage):
     """One message to one channel: an incident's opening or resolution, or a test.
 
     Written in the transaction of the transition, sent only by the worker that claims it with a conditional
@@ -395,16 +434,9 @@ class ChannelDelivery(models.Model):
         Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="channel_deliveries"
     )
     kind = models.CharField(max_length=16, choices=ChannelMessageKind.choices)
-    status = models.CharField(
-        max_length=16, choices=NotificationStatus.choices, default=NotificationStatus.PENDING
-    )
     payload = models.JSONField(default=dict)
-    created_at = models.DateTimeField()
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
+    # Names this message in the "accepted by the service" marker (a mail has its Message-ID for that).
+    token = models.UUIDField(db_default=RandomUUID(), editable=False)
 
     class Meta:
         verbose_name_plural = "channel deliveries"
@@ -421,6 +453,12 @@ class ChannelDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} to {self.channel}"
+
+    def lease_name(self) -> str:
+        return f"channel-message:{self.pk}"
+
+    def accepted_key(self) -> str:
+        return f"channel-accepted:{self.token}"
 
     @property
     def status_class(self) -> str:

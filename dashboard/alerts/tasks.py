@@ -1,69 +1,55 @@
-"""Celery tasks: thin wrappers around evaluate.py and mail.py that take ids."""
+"""Celery tasks: thin wrappers around evaluate.py and the outbox that take ids."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from functools import partial
+from datetime import datetime
 
 from celery import shared_task
 from django.db import transaction
 
-from dashboard.alerts import channels, evaluate, mail
+from dashboard.alerts import evaluate, outbox
 
 log = logging.getLogger(__name__)
 
 
-def dispatch(notification_ids: Iterable[int]) -> None:
-    """Queue one send task per mail once the rows that describe them are committed."""
-    for notification_id in notification_ids:
-        transaction.on_commit(partial(send_notification.delay, notification_id))
+def dispatch_due(now: datetime | None = None) -> None:
+    """The one way messages are queued: once the transaction that wrote them commits, a send task for every
+    row of every outbox that is due (new, or lost by its task or its sender). A row queued twice (two
+    evaluators at once) is sent once, by the task that claims it under its lease."""
+
+    def queue() -> None:
+        for name, pk in outbox.due_messages(now):
+            send_message_task.delay(name, pk)
+
+    transaction.on_commit(queue)
 
 
-def dispatch_channel_deliveries(delivery_ids: Iterable[int]) -> None:
-    """Queue one send task per channel message once its row is committed."""
-    for delivery_id in delivery_ids:
-        transaction.on_commit(partial(send_channel_delivery.delay, delivery_id))
-
-
-def dispatch_due_channel_deliveries() -> None:
-    # Queried after the transitions were written, in their transaction when there is one; a row queued twice
-    # (two evaluators at once) is sent once, by the task that claims it.
-    transaction.on_commit(lambda: dispatch_channel_deliveries(channels.to_dispatch()))
-
-
-@shared_task(ignore_result=True, expires=300)
-def evaluate_alerts() -> None:
+@shared_task(name="dashboard.alerts.tasks.evaluate_alerts", ignore_result=True, expires=300)
+def evaluate_alerts_task() -> None:
     """Run right after a poll stored new failures."""
-    dispatch(evaluate.evaluate_all())
-    dispatch_due_channel_deliveries()
+    evaluate.evaluate_all()
+    dispatch_due()
 
 
-@shared_task(ignore_result=True)
-def sweep_alerts() -> None:
-    dispatch(evaluate.sweep())
-    dispatch_due_channel_deliveries()
+@shared_task(name="dashboard.alerts.tasks.sweep_alerts", ignore_result=True)
+def sweep_alerts_task() -> None:
+    evaluate.sweep()
+    dispatch_due()
 
 
-@shared_task(bind=True, ignore_result=True, acks_late=True, max_retries=mail.MAX_SEND_ATTEMPTS)
-def send_notification(self, notification_id: int) -> str:  # type: ignore[no-untyped-def]
+@shared_task(
+    name="dashboard.alerts.tasks.send_message", bind=True, ignore_result=True, acks_late=True,
+    reject_on_worker_lost=True, max_retries=outbox.MAX_SEND_ATTEMPTS,
+)
+def send_message_task(self, name: str, pk: int) -> str:  # type: ignore[no-untyped-def]
     try:
-        return mail.send_notification(notification_id)
-    except mail.TransientSendError as exc:
+        outcome, followers = outbox.send_message(name, pk)
+    except outbox.TransientSendError as exc:
         # Recorded on the row already; the countdown matches the row's next_attempt_at.
         attempts = self.request.retries + 1
-        raise self.retry(exc=exc, countdown=mail.retry_delay(attempts).total_seconds()) from exc
-
-
-@shared_task(bind=True, ignore_result=True, acks_late=True, max_retries=mail.MAX_SEND_ATTEMPTS)
-def send_channel_delivery(self, delivery_id: int) -> str:  # type: ignore[no-untyped-def]
-    try:
-        outcome = channels.send_delivery(delivery_id)
-    except mail.TransientSendError as exc:
-        attempts = self.request.retries + 1
-        raise self.retry(exc=exc, countdown=mail.retry_delay(attempts).total_seconds()) from exc
-    waiting = channels.waiting_resolution(delivery_id)
-    if waiting is not None:
-        # The resolution to this channel waited for its opening; it may go now.
-        send_channel_delivery.delay(waiting)
+        raise self.retry(exc=exc, countdown=outbox.retry_delay(attempts).total_seconds()) from exc
+    for follower in followers:
+        # A resolution to this channel waited for its opening; it may go now.
+        send_message_task.delay(name, follower)
     return outcome

@@ -14,9 +14,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.access import staff_required, viewer_required
-from dashboard.alerts import actions, mail
+from dashboard.alerts import mail, workflow
 from dashboard.alerts.forms import AssignForm, MuteForm, NoteForm, SnoozeForm
 from dashboard.alerts.impact import incident_impact
+from dashboard.alerts.messages import deliveries_queries
 from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationStatus
 from dashboard.alerts.timeline import timeline
 from dashboard.text import visible
@@ -80,7 +81,7 @@ def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
             "snooze_form": SnoozeForm(),
             "notifications": notifications,
             "channel_deliveries": incident.channel_deliveries.select_related("channel").order_by("created_at", "pk"),
-            "deliveries": mail.deliveries_queries(incident),
+            "deliveries": deliveries_queries(incident),
             "impact": incident_impact(incident, now),
         },
     )
@@ -148,7 +149,7 @@ def mute_rule(request: HttpRequest, rule_id: int) -> HttpResponse:
     form = MuteForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("Choose how long to mute the rule for.")
-    until = actions.mute([rule], form.cleaned_data["minutes"])
+    until = workflow.mute([rule], form.cleaned_data["minutes"])
     messages.success(request, f"“{visible(rule.name)}” is muted until {iso_minutes(until)}.")
     return redirect("alerts:rules")
 
@@ -157,7 +158,7 @@ def mute_rule(request: HttpRequest, rule_id: int) -> HttpResponse:
 @staff_required
 def unmute_rule(request: HttpRequest, rule_id: int) -> HttpResponse:
     rule = get_object_or_404(AlertRule, pk=rule_id)
-    actions.unmute([rule])
+    workflow.unmute([rule])
     messages.success(request, f"“{visible(rule.name)}” sends mail again.")
     return redirect("alerts:rules")
 
@@ -166,7 +167,7 @@ def unmute_rule(request: HttpRequest, rule_id: int) -> HttpResponse:
 @staff_required
 def send_test_mail(request: HttpRequest, rule_id: int) -> HttpResponse:
     rule = get_object_or_404(AlertRule, pk=rule_id)
-    notification = actions.send_test(rule)
+    notification = workflow.send_test(rule)
     if notification.status == NotificationStatus.PENDING:
         messages.success(request, f"A test mail to {', '.join(notification.recipients)} is on its way.")
     else:
@@ -178,7 +179,7 @@ def send_test_mail(request: HttpRequest, rule_id: int) -> HttpResponse:
 @staff_required
 def resolve_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
     incident = get_object_or_404(Incident, pk=incident_id)
-    if actions.resolve([incident], by=request.user.get_username()):
+    if workflow.resolve([incident], by=request.user.get_username()):
         messages.success(request, "The incident is resolved.")
     else:
         messages.info(request, "The incident was already resolved.")
@@ -197,7 +198,7 @@ def _back(incident: Incident) -> HttpResponse:
 @staff_required
 def acknowledge_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
     incident = _incident_or_404(incident_id)
-    if actions.acknowledge(incident, by=request.user.get_username()):
+    if workflow.acknowledge(incident, by=request.user.get_username()):
         messages.success(request, "Acknowledged: digests stop listing this incident.")
     else:
         messages.info(request, "The incident was already acknowledged or is resolved.")
@@ -212,7 +213,7 @@ def assign_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
     if not form.is_valid():
         return HttpResponseBadRequest("Choose a staff member to assign the incident to, or nobody.")
     assignee = form.cleaned_data["assignee"]
-    if actions.assign(incident, assignee, by=request.user.get_username()):
+    if workflow.assign(incident, assignee, by=request.user.get_username()):
         messages.success(request, f"Assigned to {visible(assignee.get_username())}." if assignee else "Unassigned.")
     return _back(incident)
 
@@ -224,7 +225,7 @@ def add_note(request: HttpRequest, incident_id: int) -> HttpResponse:
     form = NoteForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("A note needs some text, at most 5000 characters.")
-    actions.add_note(incident, form.cleaned_data["text"], by=request.user.get_username())
+    workflow.add_note(incident, form.cleaned_data["text"], by=request.user.get_username())
     messages.success(request, "Note added.")
     return _back(incident)
 
@@ -236,7 +237,7 @@ def snooze_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
     form = SnoozeForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("Choose how long to snooze the incident for.")
-    until = actions.snooze(incident, form.cleaned_data["minutes"], by=request.user.get_username())
+    until = workflow.snooze(incident, form.cleaned_data["minutes"], by=request.user.get_username())
     if until is None:
         messages.info(request, "The incident is resolved; there is nothing to snooze.")
     else:
@@ -248,6 +249,6 @@ def snooze_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
 @staff_required
 def unsnooze_incident(request: HttpRequest, incident_id: int) -> HttpResponse:
     incident = _incident_or_404(incident_id)
-    if actions.unsnooze(incident, by=request.user.get_username()):
+    if workflow.unsnooze(incident, by=request.user.get_username()):
         messages.success(request, "Snooze ended.")
     return _back(incident)

@@ -92,7 +92,7 @@ def test_send_test_records_the_result_on_the_channel(staff: Client, django_captu
         delivery = ChannelDelivery.objects.get()
         assert delivery.kind == NotificationKind.TEST
 
-        assert channels.send_delivery(delivery.pk) == NotificationStatus.SENT
+        assert channels.CHANNELS.send(delivery.pk) == NotificationStatus.SENT
         (request,) = server.requests
         assert request.json()["event"] == "test"
     channel.refresh_from_db()

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from dashboard import encryption
-from dashboard.alerts import channels, evaluate, mail
+from dashboard.alerts import channels, evaluate, outbox
 from dashboard.alerts.models import (
     Channel,
     ChannelDelivery,
@@ -45,10 +45,10 @@ def server() -> Iterator[Receiver]:
 def send_due(now: datetime) -> list[str]:
     """What a worker does with the queued channel messages: send each, swallowing the retry request."""
     outcomes = []
-    for delivery_id in channels.to_dispatch(now):
+    for delivery_id in channels.CHANNELS.due(now):
         try:
-            outcomes.append(channels.send_delivery(delivery_id, now))
-        except mail.TransientSendError:
+            outcomes.append(channels.CHANNELS.send(delivery_id, now))
+        except outbox.TransientSendError:
             outcomes.append("retry")
     return outcomes
 
@@ -110,7 +110,7 @@ def test_every_channel_gets_one_opening_and_one_resolution(server: Receiver) -> 
     assert ChannelDelivery.objects.filter(status=NotificationStatus.SENT).count() == 8
     # Redelivered tasks and later sweeps find nothing left to send.
     for delivery in ChannelDelivery.objects.all():
-        assert channels.send_delivery(delivery.pk, now + timedelta(hours=1)) == NotificationStatus.SENT
+        assert channels.CHANNELS.send(delivery.pk, now + timedelta(hours=1)) == NotificationStatus.SENT
     assert send_due(now + timedelta(hours=2)) == []
     assert len(server.requests) == 8
 
@@ -155,7 +155,7 @@ def test_a_failed_send_is_retried_with_backoff_and_accepted_once(server: Receive
 
     later = now + timedelta(minutes=3)  # the retry task's countdown, or the sweep once it is overdue
     assert send_due(later) == [NotificationStatus.SENT]
-    assert channels.send_delivery(delivery.pk, later) == NotificationStatus.SENT
+    assert channels.CHANNELS.send(delivery.pk, later) == NotificationStatus.SENT
     assert [r.headers["x-answered"] for r in server.requests] == ["error", "ok"]
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.error) == (NotificationStatus.SENT, 2, "")
@@ -171,13 +171,13 @@ def test_retries_are_bounded(server: Receiver) -> None:
     failures(make_source(), now, 2)
     evaluate.evaluate_all(now)
     at = now
-    for _ in range(mail.MAX_SEND_ATTEMPTS + 2):
+    for _ in range(outbox.MAX_SEND_ATTEMPTS + 2):
         send_due(at)
         at += timedelta(hours=2)
     delivery = ChannelDelivery.objects.get()
     assert delivery.status == NotificationStatus.FAILED
-    assert delivery.attempts == mail.MAX_SEND_ATTEMPTS
-    assert len(server.requests) == mail.MAX_SEND_ATTEMPTS
+    assert delivery.attempts == outbox.MAX_SEND_ATTEMPTS
+    assert len(server.requests) == outbox.MAX_SEND_ATTEMPTS
 
 
 def test_a_refusal_is_not_retried_and_the_resolution_is_skipped(server: Receiver) -> None:
@@ -205,15 +205,15 @@ def test_a_resolution_waits_for_its_opening(server: Receiver) -> None:
     resolution = ChannelDelivery.objects.get(kind=NotificationKind.RESOLVED)
 
     # The resolution must not overtake the trigger: PagerDuty would keep the incident open.
-    assert channels.send_delivery(resolution.pk, now + timedelta(seconds=6)) == NotificationStatus.PENDING
+    assert channels.CHANNELS.send(resolution.pk, now + timedelta(seconds=6)) == NotificationStatus.PENDING
     assert len(server.requests) == 1
 
     later = now + timedelta(seconds=31)  # the trigger's retry
     opening = ChannelDelivery.objects.get(kind=NotificationKind.OPENED)
-    assert channels.send_delivery(opening.pk, later) == NotificationStatus.SENT
+    assert channels.CHANNELS.send(opening.pk, later) == NotificationStatus.SENT
     # The task that sent the opening queues the resolution that waited for it, due at once.
-    assert channels.waiting_resolution(opening.pk, later) == resolution.pk
-    assert channels.send_delivery(resolution.pk, later) == NotificationStatus.SENT
+    assert channels.CHANNELS.on_sent(ChannelDelivery.objects.get(pk=opening.pk), later) == [resolution.pk]
+    assert channels.CHANNELS.send(resolution.pk, later) == NotificationStatus.SENT
     assert [r.json()["event_action"] for r in server.accepted()] == ["trigger", "resolve"]
 
 

@@ -11,8 +11,9 @@ from django.core import mail as outbox
 from django.db import connection
 
 from dashboard.alerts import evaluate
-from dashboard.alerts.mail import TransientSendError, send_notification
+from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Incident, Notification, NotificationStatus
+from dashboard.alerts.outbox import TransientSendError
 from tests.alerts.factories import failures, fixed_now, make_rule, make_source
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,10 +51,10 @@ def test_workers_evaluating_and_sending_at_once_send_one_mail() -> None:
 
     def alert_worker() -> None:
         for notification_id in evaluate.sweep(now):
-            send_notification(notification_id, now)
+            MAIL.send(notification_id, now)
         # A duplicate task for every row (a redelivered message) must find nothing left to send.
         for notification_id in Notification.objects.values_list("pk", flat=True):
-            send_notification(notification_id, now)
+            MAIL.send(notification_id, now)
 
     assert at_once(alert_worker) == []
 
@@ -68,13 +69,13 @@ def test_workers_resolving_at_once_send_one_resolution() -> None:
     make_rule(window_minutes=5, grace_minutes=1)
     failures(source, now, 2)
     for notification_id in evaluate.evaluate_all(now):
-        send_notification(notification_id, now)
+        MAIL.send(notification_id, now)
     evaluate.evaluate_all(now + timedelta(minutes=6))  # clear since
 
     def alert_worker() -> None:
         later = now + timedelta(minutes=8)
         for notification_id in evaluate.sweep(later):
-            send_notification(notification_id, later)
+            MAIL.send(notification_id, later)
 
     assert at_once(alert_worker) == []
 
@@ -93,7 +94,7 @@ def test_the_cap_is_exact_under_concurrency(settings) -> None:  # type: ignore[n
 
     def sender() -> None:
         for notification_id in ids:
-            send_notification(notification_id, now)
+            MAIL.send(notification_id, now)
 
     assert at_once(sender) == []
 
@@ -124,15 +125,15 @@ def test_workers_at_once_send_one_opening_and_one_resolution_per_channel() -> No
         def worker_at(at: datetime) -> Callable[[], None]:
             def work() -> None:
                 evaluate.sweep(at)
-                for delivery_id in channels.to_dispatch(at):
+                for delivery_id in channels.CHANNELS.due(at):
                     try:
-                        channels.send_delivery(delivery_id, at)
+                        channels.CHANNELS.send(delivery_id, at)
                     except TransientSendError:
                         pass
                 # A redelivered task for every row finds nothing left to send.
                 for delivery_id in ChannelDelivery.objects.values_list("pk", flat=True):
                     try:
-                        channels.send_delivery(delivery_id, at)
+                        channels.CHANNELS.send(delivery_id, at)
                     except TransientSendError:
                         pass
 

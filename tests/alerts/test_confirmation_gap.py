@@ -11,7 +11,7 @@ import pytest
 from django.core import mail as outbox
 
 from dashboard.alerts import conditions, evaluate
-from dashboard.alerts.mail import send_notification
+from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Condition, Incident, Scope
 from dashboard.deliveries.pairs import confirmation_gaps
 from dashboard.sources.models import Source
@@ -94,7 +94,7 @@ def test_an_incident_opens_with_one_mail_and_resolves_when_the_confirmed_deliver
               scope=Scope.STREAM, scope_value=STREAM)
 
     for notification_id in evaluate.evaluate_all(now):
-        send_notification(notification_id, now)
+        MAIL.send(notification_id, now)
     incident = Incident.objects.get()
     assert incident.is_open and incident.stream_id == STREAM
     assert incident.summary.startswith("stream orders: 2 blocks without a delivered confirmed delivery")
@@ -111,6 +111,6 @@ def test_an_incident_opens_with_one_mail_and_resolves_when_the_confirmed_deliver
     assert conditions.observe(Incident.objects.get().rule, later) == []
     evaluate.evaluate_all(later)
     for notification_id in evaluate.evaluate_all(later + timedelta(minutes=6)):
-        send_notification(notification_id, later + timedelta(minutes=6))
+        MAIL.send(notification_id, later + timedelta(minutes=6))
     assert not Incident.objects.get().is_open
     assert len(outbox.outbox) == 2

@@ -8,7 +8,7 @@ import pytest
 from django.core import mail as outbox
 
 from dashboard.alerts import evaluate
-from dashboard.alerts.mail import send_notification
+from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Incident, Notification, NotificationKind, NotificationStatus
 from dashboard.sources.models import Source
 from tests.alerts.factories import (
@@ -31,7 +31,7 @@ def run(now):  # type: ignore[no-untyped-def]
     """One alert worker pass: evaluate, then send what it produced."""
     ids = evaluate.evaluate_all(now)
     for notification_id in ids:
-        send_notification(notification_id, now)
+        MAIL.send(notification_id, now)
     return ids
 
 
@@ -327,7 +327,7 @@ def test_manual_resolve_sends_the_resolution_once() -> None:
     second = evaluate.resolve_incident(incident, now, by="bob")
 
     assert first is not None and second is None
-    send_notification(first.pk, now)
+    MAIL.send(first.pk, now)
     assert outbox.outbox[-1].subject.startswith("[RESOLVED]")
     assert "Resolved by alice" in outbox.outbox[-1].body
     assert Notification.objects.filter(kind=NotificationKind.RESOLVED).count() == 1

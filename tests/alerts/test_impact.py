@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
-from dashboard.alerts import actions, evaluate
+from dashboard.alerts import evaluate, workflow
 from dashboard.alerts.impact import incident_impact
 from dashboard.alerts.models import Incident, Notification, NotificationKind
 from dashboard.deliveries.schedule import MAX_RETRIES
@@ -87,7 +87,7 @@ def test_messages_and_the_page_state_the_true_impact() -> None:
     from dashboard.deliveries.models import Delivery
 
     Delivery.objects.filter(block_number=104).update(status="failed", retries=MAX_RETRIES)
-    actions.resolve([incident], by="olga", now=now + timedelta(minutes=1))
+    workflow.resolve([incident], by="olga", now=now + timedelta(minutes=1))
     resolution = Notification.objects.get(incident=incident, kind=NotificationKind.RESOLVED)
     text = " ".join(resolution.body_text.split())
     assert "Failing now: 4" in text and "On the retry schedule: 3" in text and "Given up: 1" in text

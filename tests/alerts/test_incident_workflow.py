@@ -11,8 +11,8 @@ from django.test import Client
 
 from dashboard.accounts.roles import STAFF, VIEWERS, assign_role
 from dashboard.actions.models import ActionKind, ActionState, ProviderAction
-from dashboard.alerts import actions, evaluate
-from dashboard.alerts.mail import send_notification
+from dashboard.alerts import evaluate, workflow
+from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Incident, IncidentEvent, IncidentEventKind
 from tests.alerts.factories import STREAM, failures, fixed_now, make_rule, make_source
 from tests.conftest import make_user
@@ -86,7 +86,7 @@ def test_assign_to_staff_only(staff: Client) -> None:
 def test_notes_and_the_timeline(staff: Client) -> None:
     now = fixed_now()
     incident = open_incident(now)
-    actions.acknowledge(incident, "sam", now + timedelta(minutes=1))
+    workflow.acknowledge(incident, "sam", now + timedelta(minutes=1))
     assert staff.post(f"/alerts/incidents/{incident.pk}/notes/", {"text": HOSTILE}).status_code == 302
     assert staff.post(f"/alerts/incidents/{incident.pk}/notes/", {"text": "   "}).status_code == 400
     assert staff.post(f"/alerts/incidents/{incident.pk}/notes/", {"text": "x" * 5001}).status_code == 400
@@ -149,7 +149,7 @@ def test_posts_need_the_csrf_token() -> None:
 
 def run(now: datetime) -> None:
     for notification_id in evaluate.sweep(now):
-        send_notification(notification_id, now)
+        MAIL.send(notification_id, now)
 
 
 def test_the_digest_stops_nagging_about_acknowledged_and_snoozed_incidents() -> None:
@@ -164,7 +164,7 @@ def test_the_digest_stops_nagging_about_acknowledged_and_snoozed_incidents() -> 
     assert len(outbox.outbox) == 2
     orders = Incident.objects.get(label="orders")
     other = Incident.objects.get(label="other")
-    actions.acknowledge(orders, "sam", now)
+    workflow.acknowledge(orders, "sam", now)
 
     run(now + timedelta(minutes=11))
     digest = outbox.outbox[-1]
@@ -173,7 +173,7 @@ def test_the_digest_stops_nagging_about_acknowledged_and_snoozed_incidents() -> 
     assert "1 more open incident acknowledged or snoozed, not listed." in digest.body
 
     # Both attended to: the next hour's digest has nothing to nag about and is not sent.
-    actions.snooze(other, 180, "sam", now + timedelta(minutes=20))
+    workflow.snooze(other, 180, "sam", now + timedelta(minutes=20))
     run(now + timedelta(minutes=72))
     assert len(outbox.outbox) == 3
 
@@ -185,7 +185,7 @@ def test_the_digest_stops_nagging_about_acknowledged_and_snoozed_incidents() -> 
 
 def test_the_admin_acknowledges_and_shows_the_timeline(staff: Client) -> None:
     incident = open_incident()
-    actions.add_note(incident, "looking at the load balancer", "olga")
+    workflow.add_note(incident, "looking at the load balancer", "olga")
     user = make_user("root", staff=True)
     admin = Client()
     admin.force_login(user)
@@ -206,9 +206,9 @@ def test_the_incident_list_shows_who_acknowledged_assigned_and_snoozed(staff: Cl
     failures(source, now, 2, stream_id="0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", tag="refunds")
     evaluate.evaluate_all(now)
     first, second = Incident.objects.order_by("target_key")
-    actions.acknowledge(first, "sam")
-    actions.assign(first, olga, "sam")
-    actions.snooze(second, 240, "sam")
+    workflow.acknowledge(first, "sam")
+    workflow.assign(first, olga, "sam")
+    workflow.snooze(second, 240, "sam")
 
     response = staff.get("/alerts/")
     html = response.content.decode()

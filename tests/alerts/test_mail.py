@@ -11,9 +11,10 @@ import pytest
 from django.core import mail as outbox
 
 from dashboard.alerts import evaluate
-from dashboard.alerts.mail import MAX_SEND_ATTEMPTS, TransientSendError, send_notification
+from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Incident, Notification, NotificationKind, NotificationStatus
-from dashboard.alerts.tasks import send_notification as send_task
+from dashboard.alerts.outbox import MAX_SEND_ATTEMPTS, TransientSendError
+from dashboard.alerts.tasks import send_message_task
 from tests.alerts.factories import STREAM, failures, fixed_now, make_rule, make_source, record, store
 from tests.alerts.smtp import Sink, free_port, smtp_sink
 
@@ -38,7 +39,7 @@ def sink(settings: Any) -> Iterator[Sink]:
 def run(now):  # type: ignore[no-untyped-def]
     sent = []
     for notification_id in evaluate.sweep(now):
-        sent.append(send_notification(notification_id, now))
+        sent.append(MAIL.send(notification_id, now))
     return sent
 
 
@@ -167,7 +168,7 @@ def test_a_failed_send_is_recorded_and_retried_with_backoff(settings: Any) -> No
     (notification_id,) = evaluate.evaluate_all(now)
 
     with pytest.raises(TransientSendError):
-        send_notification(notification_id, now)
+        MAIL.send(notification_id, now)
 
     notification = Notification.objects.get(pk=notification_id)
     assert notification.status == NotificationStatus.PENDING
@@ -175,11 +176,11 @@ def test_a_failed_send_is_recorded_and_retried_with_backoff(settings: Any) -> No
     assert "Connection refused" in notification.error or "ConnectionRefused" in notification.error
     assert notification.next_attempt_at == now + timedelta(seconds=30)
     # The sweep does not resend it before its backoff has passed (plus the lost-task margin).
-    assert notification_id not in evaluate.lost_notifications(now + timedelta(minutes=1))
-    assert notification_id in evaluate.lost_notifications(now + timedelta(minutes=3))
+    assert notification_id not in MAIL.lost(now + timedelta(minutes=1))
+    assert notification_id in MAIL.lost(now + timedelta(minutes=3))
 
 
-def test_the_task_retries_until_the_attempts_are_used_up(settings: Any) -> None:
+def test_retries_wait_out_their_backoff_until_the_attempts_are_used_up(settings: Any) -> None:
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", free_port()
     now = fixed_now()
@@ -188,8 +189,18 @@ def test_the_task_retries_until_the_attempts_are_used_up(settings: Any) -> None:
     failures(source, now, 1)
     (notification_id,) = evaluate.evaluate_all(now)
 
-    send_task.apply(args=[notification_id])  # eager: Celery runs the retries in place
+    # Celery runs an eager task's retry at once: the row is still in its backoff, so that run sends nothing.
+    send_message_task.apply(args=["mail", notification_id])
+    notification = Notification.objects.get(pk=notification_id)
+    assert (notification.status, notification.attempts) == (NotificationStatus.PENDING, 1)
 
+    at = now
+    for _ in range(MAX_SEND_ATTEMPTS + 2):
+        at += timedelta(hours=2)
+        try:
+            MAIL.send(notification_id, at)
+        except TransientSendError:
+            pass
     notification = Notification.objects.get(pk=notification_id)
     assert notification.status == NotificationStatus.FAILED
     assert notification.attempts == MAX_SEND_ATTEMPTS
@@ -204,7 +215,7 @@ def test_a_refused_recipient_fails_at_once_and_is_recorded(sink: Sink) -> None:
     failures(source, now, 1)
     (notification_id,) = evaluate.evaluate_all(now)
 
-    assert send_notification(notification_id, now) == NotificationStatus.FAILED
+    assert MAIL.send(notification_id, now) == NotificationStatus.FAILED
 
     notification = Notification.objects.get(pk=notification_id)
     assert notification.attempts == 1
@@ -219,9 +230,9 @@ def test_a_sent_mail_is_never_sent_again() -> None:
     failures(source, now, 1)
     (notification_id,) = evaluate.evaluate_all(now)
 
-    assert send_notification(notification_id, now) == "sent"
-    assert send_notification(notification_id, now) == "sent"
-    send_task.apply(args=[notification_id])
+    assert MAIL.send(notification_id, now) == "sent"
+    assert MAIL.send(notification_id, now) == "sent"
+    send_message_task.apply(args=["mail", notification_id])
 
     assert len(outbox.outbox) == 1
 

@@ -15,7 +15,7 @@ from django.db import connection
 from django.utils import timezone
 
 from dashboard.alerts import evaluate
-from dashboard.alerts.mail import accepted_by_server, send_notification
+from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Notification, NotificationStatus
 from tests.alerts.factories import failures, make_rule, make_source
 from tests.alerts.smtp import Sink, smtp_sink
@@ -75,14 +75,14 @@ def test_an_accepted_mail_is_recorded_and_never_resent_when_the_database_drops_b
 ) -> None:
     notification_id = opened()
     sink.during = killer_of_my_database_connection()
-    assert send_notification(notification_id) == NotificationStatus.SENT
+    assert MAIL.send(notification_id) == NotificationStatus.SENT
     assert len(sink.messages) == 1
     assert Notification.objects.get(pk=notification_id).status == NotificationStatus.SENT
     # Every later sweep and task leaves it alone.
     sink.during = None
     later = timezone.now() + timedelta(minutes=20)
-    assert notification_id not in evaluate.lost_notifications(later)
-    send_notification(notification_id, later)
+    assert notification_id not in MAIL.lost(later)
+    MAIL.send(notification_id, later)
     assert len(sink.messages) == 1
 
 
@@ -90,14 +90,14 @@ def test_a_mail_accepted_by_a_sender_that_died_before_writing_its_row_is_recorde
     sink: SlowSink,
 ) -> None:
     notification_id = opened()
-    send_notification(notification_id)
-    assert len(sink.messages) == 1 and accepted_by_server(notification_id)
+    MAIL.send(notification_id)
+    assert len(sink.messages) == 1 and MAIL.accepted(Notification.objects.get(pk=notification_id))
     # As if the worker died after the 250: the row still says sending, and nobody holds its lease.
     Notification.objects.filter(pk=notification_id).update(
         status=NotificationStatus.SENDING, sent_at=None, claimed_at=timezone.now() - timedelta(minutes=1)
     )
-    assert notification_id in evaluate.lost_notifications()
-    assert send_notification(notification_id) == NotificationStatus.SENT
+    assert notification_id in MAIL.lost()
+    assert MAIL.send(notification_id) == NotificationStatus.SENT
     assert len(sink.messages) == 1
     assert Notification.objects.get(pk=notification_id).status == NotificationStatus.SENT
 
@@ -108,8 +108,8 @@ def test_a_mail_whose_sender_died_before_the_250_goes_out_at_the_next_sweep(sink
     Notification.objects.filter(pk=notification_id).update(
         status=NotificationStatus.SENDING, claimed_at=timezone.now() - timedelta(minutes=1)
     )
-    assert notification_id in evaluate.lost_notifications()
-    assert send_notification(notification_id) == NotificationStatus.SENT
+    assert notification_id in MAIL.lost()
+    assert MAIL.send(notification_id) == NotificationStatus.SENT
     assert len(sink.messages) == 1
 
 
@@ -117,6 +117,6 @@ def test_a_mail_being_sent_is_not_taken_for_lost(sink: SlowSink) -> None:
     notification_id = opened()
     seen: list[list[int]] = []
     # While the server holds its answer back, the sweep looks: the live sender's lease keeps the row.
-    sink.during = lambda: seen.append(evaluate.lost_notifications(timezone.now() + timedelta(minutes=2)))
-    send_notification(notification_id)
+    sink.during = lambda: seen.append(MAIL.lost(timezone.now() + timedelta(minutes=2)))
+    MAIL.send(notification_id)
     assert seen == [[]] and len(sink.messages) == 1

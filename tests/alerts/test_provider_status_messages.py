@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.alerts import actions, evaluate
+from dashboard.alerts import evaluate, workflow
 from dashboard.alerts.models import (
     Channel,
     ChannelDelivery,
@@ -32,7 +32,7 @@ def test_it_states_the_provider_status_in_the_opening_and_resolution() -> None:
     rule.channels.add(Channel.objects.create(name="ops", kind=ChannelKind.SLACK))
     evaluate.evaluate_all(now)
     incident = Incident.objects.get()
-    actions.resolve([incident], by="olga", now=now + timedelta(minutes=5))
+    workflow.resolve([incident], by="olga", now=now + timedelta(minutes=5))
 
     stated = f"the provider reported the stream terminated since {since:%Y-%m-%d %H:%M:%S} UTC"
     for kind in (NotificationKind.OPENED, NotificationKind.RESOLVED):

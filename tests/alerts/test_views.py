@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from dashboard.accounts.roles import STAFF, VIEWERS, assign_role
 from dashboard.alerts import evaluate
-from dashboard.alerts.mail import send_notification
+from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Incident, Notification, NotificationKind
 from tests.alerts.factories import HOSTILE_ERROR, failures, fixed_now, make_rule, make_source
 from tests.conftest import make_user
@@ -43,7 +43,7 @@ def open_incident() -> Incident:
     make_rule()
     failures(make_source(), now, 2, error=HOSTILE_ERROR)
     for notification_id in evaluate.evaluate_all(now):
-        send_notification(notification_id, now)
+        MAIL.send(notification_id, now)
     return Incident.objects.get()
 
 
@@ -108,7 +108,7 @@ def test_staff_send_a_test_mail(staff: Client, django_capture_on_commit_callback
     assert response.status_code == 302
     notification = Notification.objects.get(kind=NotificationKind.TEST)
     assert len(callbacks) == 1  # the send task, queued once committed
-    send_notification(notification.pk)
+    MAIL.send(notification.pk)
     assert outbox.outbox[-1].subject == '[TEST] Alert rule "Failed deliveries"'
 
 

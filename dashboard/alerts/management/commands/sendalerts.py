@@ -1,7 +1,8 @@
 """Evaluate alert rules and send pending mails and channel messages from the command line, without Celery.
 
-`manage.py sendalerts --once` runs one sweep (conditions, grace periods, digests, lost mails) and sends
-what it produced, then every channel message that is due; without --once it repeats every ALERT_SWEEP_SECONDS.
+`manage.py sendalerts --once` runs one sweep (conditions, grace periods, digests) and sends every message
+the outbox has due — new ones, and those whose task or sender was lost; without --once it repeats every
+ALERT_SWEEP_SECONDS.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from dashboard.alerts import channels, evaluate, mail
+from dashboard.alerts import evaluate, outbox
 
 
 class Command(BaseCommand):
-    help = "Evaluate alert rules and send the resulting mails."
+    help = "Evaluate alert rules and send the resulting mails and channel messages."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="run one sweep and exit")
@@ -24,21 +25,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             while True:
-                for notification_id in evaluate.sweep():
-                    try:
-                        outcome = mail.send_notification(notification_id)
-                    except mail.TransientSendError as exc:
-                        outcome = f"will retry ({exc})"
-                    self.stdout.write(f"notification {notification_id}: {outcome}")
-                for delivery_id in channels.to_dispatch():
-                    try:
-                        outcome = channels.send_delivery(delivery_id)
-                    except mail.TransientSendError as exc:
-                        outcome = f"will retry ({exc})"
-                    self.stdout.write(f"channel message {delivery_id}: {outcome}")
+                evaluate.sweep()
+                for name, pk, outcome in outbox.send_due():
+                    self.stdout.write(f"{name} message {pk}: {outcome}")
                 if options["once"]:
                     return
                 time.sleep(settings.ALERT_SWEEP_SECONDS)
         except KeyboardInterrupt:
-            # A mail is claimed before it is sent; one interrupted mid-send is picked up by the next sweep.
+            # A message is claimed under its lease before it is sent; one interrupted mid-send is picked up by
+            # the next sweep once its lease lapses.
             self.stdout.write("stopped")

@@ -18,9 +18,8 @@ from dashboard.alerts.models import (
     IncidentEvent,
     IncidentEventKind,
     Notification,
-    NotificationStatus,
 )
-from dashboard.alerts.tasks import dispatch, dispatch_channel_deliveries, dispatch_due_channel_deliveries
+from dashboard.alerts.tasks import dispatch_due
 from dashboard.times import iso_minutes
 
 MUTE_CHOICES = [(60, "1 hour"), (240, "4 hours"), (1440, "24 hours"), (10080, "7 days")]
@@ -42,28 +41,23 @@ def resolve(incidents: list[Incident], by: str, now: datetime | None = None) -> 
     resolved = 0
     with transaction.atomic():
         for incident in incidents:
-            notification = evaluate.resolve_incident(incident, now, by=by)
-            if notification is None:
-                continue
-            resolved += 1
-            if notification.status == NotificationStatus.PENDING:
-                dispatch([notification.pk])
-        dispatch_due_channel_deliveries()
+            if evaluate.resolve_incident(incident, now, by=by) is not None:
+                resolved += 1
+        dispatch_due()
     return resolved
 
 
 def send_test(rule: AlertRule, now: datetime | None = None) -> Notification:
     with transaction.atomic():
         notification = mail.create_test(rule, now or timezone.now())
-        if notification.status == NotificationStatus.PENDING:
-            dispatch([notification.pk])
+        dispatch_due()
     return notification
 
 
 def send_channel_test(channel: Channel, now: datetime | None = None) -> ChannelDelivery:
     with transaction.atomic():
         delivery = channels.create_test(channel, now or timezone.now())
-        dispatch_channel_deliveries([delivery.pk])
+        dispatch_due()
     return delivery
 
 
