@@ -75,6 +75,26 @@ def event_names(keys: list[str]) -> tuple[str, ...]:
     return tuple(key[len(EVENT_PREFIX):] for key in keys[start:end])
 
 
+# Event names are kept in lower case (search keys match any case); the common events are shown as their
+# contracts spell them (ERC-20, -721 and -1155, ownership and roles, the usual DEX and staking events).
+WELL_KNOWN_EVENTS = {
+    name.lower(): name
+    for name in (
+        "Transfer", "Approval", "ApprovalForAll", "TransferSingle", "TransferBatch", "URI", "OwnershipTransferred",
+        "RoleGranted", "RoleRevoked", "RoleAdminChanged", "Paused", "Unpaused", "Upgraded", "AdminChanged",
+        "BeaconUpgraded", "Initialized", "Swap", "Sync", "Mint", "Burn", "Deposit", "Withdrawal", "PairCreated",
+        "PoolCreated", "Initialize", "Collect", "IncreaseLiquidity", "DecreaseLiquidity", "Flash", "Staked",
+        "Withdrawn", "RewardPaid", "RewardAdded", "OrderFulfilled", "OrdersMatched", "DelegateChanged",
+        "DelegateVotesChanged", "Claimed", "Transferred", "Received", "Executed",
+    )
+}
+
+
+def event_label(name: str) -> str:
+    """A stored (lower-case) event name as shown: `transfer` is `Transfer`; a name not known here as stored."""
+    return WELL_KNOWN_EVENTS.get(name, name)
+
+
 _TRANSFER_ADDRESS_FIELDS = ("contract", "from", "to", "owner", "spender", "operator", "approvedAll", "address")
 
 

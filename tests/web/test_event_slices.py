@@ -103,7 +103,10 @@ def test_the_timeline_slices_by_event_and_stream_together(plain_source: Source, 
     body = response.content.decode()
     # The menu offers the decoded events present; the chosen one (any spelling) is selected.
     assert response.context["events"] == ["transfer", "transferbatch"]
-    assert '<option value="transferbatch" selected>' in body
+    assert '<option value="transferbatch" selected>TransferBatch</option>' in body
+    # Shown as the contracts spell them, not as the search keys store them.
+    assert '<option value="transfer" >Transfer</option>' in body
+    assert 'holding event <span class="mono">TransferBatch</span>' in body
     # A bar links to the list of exactly that slice: the event through its search key.
     bar = next(b for b in timeline.chart.bars if b.fail_h)
     assert "q=event%3Atransferbatch" in bar.fail_href
@@ -128,7 +131,8 @@ def test_error_groups_count_the_failures_holding_the_event(plain_source: Source,
     only = {e["group"].pk: e["stats"].total for e in transfer.context["entries"]}
     assert sum(only.values()) < sum(sliced.values())
     body = transfer.content.decode()
-    assert '<option value="transfer" selected>' in body and "holding event" in body
+    assert '<option value="transfer" selected>Transfer</option>' in body
+    assert 'holding event <span class="mono">Transfer</span>' in body
     assert "q=event:transfer" in body
 
 

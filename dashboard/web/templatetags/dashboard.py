@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
+from dashboard.deliveries import payload_keys
 from dashboard.deliveries.schedule import retries_stopped
 from dashboard.text import visible
 from dashboard.times import iso
@@ -115,6 +116,12 @@ def ago(value: datetime | None) -> str:
     else:
         text = f"{seconds // 86400} d"
     return f"in {text}" if future else f"{text} ago"
+
+
+@register.filter
+def event_label(name: str) -> str:
+    """A decoded event's name as its contract spells it (stored in lower case): `transfer` as `Transfer`."""
+    return payload_keys.event_label(str(name or ""))
 
 
 @register.filter
