@@ -22,8 +22,8 @@ _HIDDEN_CATEGORIES = re.compile("C[cfs]|Z[lp]")
 # Default_Ignorable_Code_Point, which unicodedata does not expose, outside the categories above), and the
 # blank Braille cell, popular for names that look empty. The test finds them again by name.
 _BLANK_NAMES = (
-    "COMBINING GRAPHEME JOINER", "HANGUL CHOSEONG FILLER", "HANGUL JUNGSEONG FILLER", "KHMER VOWEL INHERENT AQ",
-    "KHMER VOWEL INHERENT AA", "HANGUL FILLER", "HALFWIDTH HANGUL FILLER", "BRAILLE PATTERN BLANK",
+    "COMBINING GRAPHEME JOINER", "HANGUL CHOSEONG FILLER", "HANGUL JUNGSEONG FILLER", "HANGUL FILLER",
+    "HALFWIDTH HANGUL FILLER", "KHMER VOWEL INHERENT AQ", "KHMER VOWEL INHERENT AA", "BRAILLE PATTERN BLANK",
     *(f"MONGOLIAN FREE VARIATION SELECTOR {n}" for n in ("ONE", "TWO", "THREE", "FOUR")),
     *(f"VARIATION SELECTOR-{n}" for n in range(1, 257)),
 )
@@ -53,17 +53,19 @@ def _character_class(points: frozenset[int], *, tail: str = "") -> re.Pattern[st
             ranges[-1][1] = point
         else:
             ranges.append([point, point])
-    parts = (f"\\U{first:08x}" if first == last else f"\\U{first:08x}-\\U{last:08x}" for first, last in ranges)
+    parts = (
+        f"\\U{first:08x}" if first == last else f"\\U{first:08x}-\\U{last:08x}" for first, last in ranges
+    )
     return re.compile(f"[{''.join(parts)}{tail}]")
 
 
 _HIDDEN = frozenset(_hidden_points())
 # Most text is ASCII (CPython knows without a scan): only the control characters can hide in it.
 _HIDDEN_IN_ASCII = _character_class(frozenset(point for point in _HIDDEN if point < 0x80))
-# Python's regex engine tests a character of the Basic Multilingual Plane against a class by one bitmap lookup,
-# but against each of a class's ranges above it one by one, for every character scanned: listing the few
-# hidden ranges up there made ordinary text ~2x slower to scan. The class takes every character above the BMP
-# instead, and `_show` keeps those that are not hidden (emoji, mostly) as they are.
+# Python's regex engine tests a character of the Basic Multilingual Plane against a class by one bitmap
+# lookup, but against each of a class's ranges above it one by one, for every character scanned: listing the
+# few hidden ranges up there made ordinary text ~2x slower to scan. The class takes every character above the
+# BMP instead, and `_show` keeps those that are not hidden (emoji, mostly) as they are.
 _HIDDEN_OR_ASTRAL = _character_class(
     frozenset(point for point in _HIDDEN if point <= 0xFFFF), tail=f"\\U00010000-\\U{sys.maxunicode:08x}"
 )
