@@ -1,5 +1,6 @@
-"""Health endpoints, no secrets. `/healthz` for load balancers: is this web process able to serve (database,
-Redis)? `/readyz` for monitoring: is ingestion working (some enabled source healthy by the banner's rule)?"""
+"""Health endpoints, no secrets and no upstream text: anyone can read them. `/healthz` for load balancers: is
+this web process able to serve (database, Redis)? `/readyz` for monitoring: is ingestion working (some enabled
+source healthy by the banner's rule)? A source's problem is said without the upstream's own words."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
                 {
                     "name": source.name,
                     "ok": problem is None,
-                    "problem": problem.summary if problem else "",
+                    "problem": problem.public_summary if problem else "",
                     "last_success_at": source.last_success_at.isoformat() if source.last_success_at else None,
                     "newest_upstream_date": (
                         source.newest_upstream_date.isoformat() if source.newest_upstream_date else None
@@ -69,7 +70,9 @@ def readyz(request: HttpRequest) -> JsonResponse:
     states = []
     for source in sources:
         problem = source.problem()
-        states.append({"name": source.name, "ok": problem is None, "problem": problem.summary if problem else ""})
+        states.append(
+            {"name": source.name, "ok": problem is None, "problem": problem.public_summary if problem else ""}
+        )
     ready = not states or any(state["ok"] for state in states)
     answer: dict[str, Any] = {"ready": ready, "database": "ok", "sources": states}
     if replica.configured():

@@ -16,8 +16,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from dashboard.encryption import EncryptedTextField
+from dashboard.text import visible
 from dashboard.times import iso_minutes
 from dashboard.upstream import errors
+from dashboard.upstream.client import scrub_key
 
 # A key the upstream rejected is retried this rarely until it changes.
 REJECTED_KEY_RETRY = timedelta(minutes=15)
@@ -48,7 +50,11 @@ def stale_after() -> timedelta:
 @dataclass(frozen=True)
 class SyncProblem:
     source: Source
+    # For the signed-in pages: the upstream's own words included, their invisible characters made visible.
     summary: str
+    # The same without the upstream's words, for the health endpoints anyone can read: a server's text may
+    # carry what no scrubbing foresaw (the key in yet another encoding, internal host names).
+    public_summary: str
 
 
 class SourceQuerySet(models.QuerySet["Source"]):
@@ -193,6 +199,9 @@ class Source(models.Model):
         else:
             kind = SyncErrorKind.INTERNAL
         message = exc.message if isinstance(exc, errors.UpstreamError) else f"{type(exc).__name__}: {exc}"
+        # The transport scrubs its own texts; any other exception's text is scrubbed here, before it is stored
+        # for the pages and the banner.
+        message = scrub_key(message, self.api_key)
         Source.objects.filter(pk=self.pk).update(
             last_error_at=now,
             last_error_kind=kind,
@@ -212,7 +221,8 @@ class Source(models.Model):
 
     def record_streams_sync(self, *, error: str = "", now: datetime | None = None) -> None:
         """A sync of the provider's streams ran; `error` says what of it failed (empty when it all worked)."""
-        self._update(streams_synced_at=now or timezone.now(), streams_sync_error=error[:2000])
+        error = scrub_key(error, self.api_key)[:2000]
+        self._update(streams_synced_at=now or timezone.now(), streams_sync_error=error)
 
     # --- What the pages and alerts read -----------------------------------------------------------------
 
@@ -237,15 +247,18 @@ class Source(models.Model):
         """Why nobody should trust this source's data right now, in one sentence; None when healthy."""
         now = now or timezone.now()
         if self.key_rejected_at is not None:
-            return SyncProblem(
-                self,
-                f"the upstream rejected the API key of source “{self.name}” ({self.last_error_message[:200]}); "
-                f"retried every {int(REJECTED_KEY_RETRY.total_seconds() // 60)} minutes until the key is changed",
-            )
+            minutes = int(REJECTED_KEY_RETRY.total_seconds() // 60)
+            retried = f"retried every {minutes} minutes until the key is changed"
+            rejected = f"the upstream rejected the API key of source “{visible(self.name)}”"
+            said = visible(self.last_error_message[:200])
+            return SyncProblem(self, f"{rejected} ({said}); {retried}", f"{rejected}; {retried}")
         if self.consecutive_failures >= 2 and self.last_error_kind:
             label = SyncErrorKind(self.last_error_kind).label
-            return SyncProblem(self, f"polling of “{self.name}” is failing ({label}: {self.last_error_message[:200]})")
+            failing = f"polling of “{visible(self.name)}” is failing"
+            said = visible(self.last_error_message[:200])
+            return SyncProblem(self, f"{failing} ({label}: {said})", f"{failing} ({label})")
         reference = self.last_success_at or self.created_at
         if now - reference > stale_after():
-            return SyncProblem(self, f"no successful poll of “{self.name}” since {iso_minutes(reference)}")
+            stale = f"no successful poll of “{visible(self.name)}” since {iso_minutes(reference)}"
+            return SyncProblem(self, stale, stale)
         return None

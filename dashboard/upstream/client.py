@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import functools
 import logging
 import math
 import random
@@ -195,7 +197,7 @@ class UpstreamClient:
                     url=url,
                 )
             return data
-        message = self._scrub(upstream_message(body) or reason or f"HTTP {status}")
+        message = self._scrub(upstream_message(body, self._scrub) or reason or f"HTTP {status}")
         if status == 408 or status >= 500:
             # A gateway's 502 or 504 says nothing of whether the service behind it acted.
             raise errors.OutcomeUnknown(
@@ -228,7 +230,7 @@ class UpstreamClient:
                     status_code=status,
                     url=url,
                 ) from None
-        message = self._scrub(upstream_message(body) or reason or f"HTTP {status}")
+        message = self._scrub(upstream_message(body, self._scrub) or reason or f"HTTP {status}")
         raise self._status_error(status, message, retry_after, url)
 
     def _status_error(
@@ -300,18 +302,72 @@ class UpstreamClient:
 
 
 def scrub_key(text: str, key: str, replacement: str = "***") -> str:
-    """`text` without `key`, in any letter case: servers that echo a key often upper- or lower-case it."""
+    """`text` without `key` in any form a server plausibly echoes it in: raw in any letter case;
+    percent-encoded (either hex case, + for a space, once or twice over, all of it or only some characters);
+    JSON-, Python- or HTML-escaped; base64-encoded, alone or inside a longer encoded value."""
     if not key or len(key) < 4:
         return text
-    return re.sub(re.escape(key), lambda _match: replacement, text, flags=re.IGNORECASE)
+    for pattern in _key_patterns(key):
+        text = pattern.sub(lambda _match: replacement, text)
+    return text
 
 
-def upstream_message(body: bytes) -> str:
-    """The upstream's error text from either body style: {"message": str|[str]} (NestJS adds "error")."""
+@functools.lru_cache(maxsize=16)
+def _key_patterns(key: str) -> tuple[re.Pattern[str], ...]:
+    """The key as a pattern whose every character matches any of its encodings, so a mix of them (a server
+    that percent-encodes only the reserved characters, say) is found too; and its base64 forms."""
+    spelled = re.compile("".join(_character_forms(char) for char in key), re.IGNORECASE)
+    encoded = sorted(_base64_forms(key.encode()), key=len, reverse=True)
+    if not encoded:
+        return (spelled,)
+    # Base64 is case-sensitive: any other letter case is another value, not the key.
+    return spelled, re.compile("|".join(map(re.escape, encoded)))
+
+
+def _character_forms(char: str) -> str:
+    point = ord(char)
+    forms = [
+        re.escape(char),
+        # %2B, %2b, and %252B from a server that encoded an encoded text again.
+        "".join(f"%(?:25)?{byte:02x}" for byte in char.encode()),
+        rf"&#0*{point};",
+        rf"&#x0*{point:x};",
+    ]
+    if point <= 0xFFFF:
+        forms.append(rf"\\u{point:04x}")
+    if point <= 0xFF:
+        forms.append(rf"\\x{point:02x}")
+    if char == " ":
+        forms.append(r"\+")
+    if char in "/\"'":
+        forms.append(re.escape(f"\\{char}"))
+    return f"(?:{'|'.join(forms)})"
+
+
+def _base64_forms(key: bytes) -> set[str]:
+    """The key's base64 wherever it starts in an encoded value (after 0, 1 or 2 other bytes): only the
+    characters that come from the key's bits alone, standard and URL-safe."""
+    forms = set()
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + key).decode()
+        first = -(-8 * offset // 6)
+        last = 8 * (offset + len(key)) // 6
+        fragment = encoded[first:last]
+        # A short fragment could stand for something else in a longer base64 value.
+        if len(fragment) >= 8:
+            forms.update({fragment, fragment.replace("+", "-").replace("/", "_")})
+    return forms
+
+
+def upstream_message(body: bytes, scrub: Callable[[str], str] = str) -> str:
+    """The upstream's error text from either body style: {"message": str|[str]} (NestJS adds "error").
+
+    A text that is not JSON is cut to 200 characters after `scrub`, so the cut cannot leave the start of
+    an echoed key behind."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        text = body[:200].decode("utf-8", "replace").strip()
+        text = scrub(body.decode("utf-8", "replace")).strip()[:200]
         return text if text and not text.startswith("<") else ""
     if not isinstance(data, dict):
         return ""
