@@ -9,7 +9,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from dashboard.accounts.access import can_view_dashboard
-from dashboard.alerts.models import Incident
+from dashboard.alerts.models import Incident, TargetKind
 
 # Open incidents read at most; the navigation says "N+" beyond. Open incidents are one per rule and target,
 # so even a bad day stays far below this.
@@ -51,11 +51,18 @@ class OpenIncidents:
         return found
 
     @cached_property
-    def by_url(self) -> dict[str, Incident]:
-        found: dict[str, Incident] = {}
+    def by_stream_url(self) -> dict[str, dict[str, Incident]]:
+        """The newest open incident of each webhook URL of each stream: one naming both (a stream's incident names
+        its newest URL too), and under "" one targeting the URL itself, whichever streams send to it. Two streams
+        may share a URL: one stream's incident is not the other's."""
+        found: dict[str, dict[str, Incident]] = {}
         for incident in self.rows:
-            if incident.webhook_url:
-                found.setdefault(incident.webhook_url, incident)
+            if not incident.webhook_url:
+                continue
+            if incident.stream_id:
+                found.setdefault(incident.stream_id, {}).setdefault(incident.webhook_url, incident)
+            if incident.target_kind == TargetKind.WEBHOOK_URL:
+                found.setdefault("", {}).setdefault(incident.webhook_url, incident)
         return found
 
 

@@ -102,3 +102,22 @@ def test_a_user_without_the_viewer_role_is_shown_no_count(db: None) -> None:
     http = Client()
     http.force_login(user)
     assert 'class="nav-count"' not in http.get("/").content.decode()
+
+
+def test_a_url_shared_by_two_streams_is_marked_only_on_the_stream_whose_incident_it_is(viewer_client: Client) -> None:
+    from tests.alerts.factories import OTHER_STREAM, successes
+
+    now = fixed_now()
+    source = make_source()
+    failures(source, now, 3)
+    successes(source, now, 3, stream_id=OTHER_STREAM)
+    make_rule("Failing stream", scope="all")
+    evaluate.evaluate_all(now)
+    incident = Incident.objects.open().get()
+    assert (incident.stream_id, incident.webhook_url) == (STREAM, HOOK)
+    body = viewer_client.get("/streams/").content.decode()
+    rows = {stream: body[body.index(f'title="{stream}"') - 1500: body.index(f'title="{stream}"') + 1500]
+            for stream in (STREAM, OTHER_STREAM)}
+    assert rows[STREAM].count(f'href="/alerts/incidents/{incident.pk}/"') == 2  # the stream and its URL
+    # The other stream sends to the same URL, but the incident is not about it.
+    assert "pill-incident" not in body[body.index(f'title="{OTHER_STREAM}"'):body.index(f'title="{OTHER_STREAM}"') + 1500]
