@@ -23,7 +23,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 class ReplayItemInline(admin.TabularInline):  # type: ignore[type-arg]
     model = ReplayItem
-    fields = ("delivery_id", "stream_id", "block_number", "status_before", "state", "delivered", "answer", "answered_at")
+    fields = (
+        "delivery_id", "stream_id", "block_number", "status_before", "state", "delivered", "answer", "sent_at",
+        "answered_at",
+    )
     readonly_fields = fields
     extra = 0
     max_num = 0

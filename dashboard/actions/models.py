@@ -11,12 +11,16 @@ state-changing request made to the provider.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
 
 # The permission that lets a user act at the provider (granted to Staff by the roles sync).
@@ -121,11 +125,61 @@ class ItemState(models.TextChoices):
     SENDING = "sending", "Sending"
     REPLAYED = "replayed", "Replayed"
     REFUSED = "refused", "Refused by the provider"
-    UNKNOWN = "unknown", "Answer lost"
+    # The request went out and its answer was lost, and the provider's logs do not show for certain that it
+    # acted: never sent again by the worker, as a second request could be a second replay. A person decides.
+    UNKNOWN = "unknown", "Answer lost: check and replay by hand if needed"
     SKIPPED = "skipped", "Not sent (cancelled)"
 
 
 ITEM_DONE = (ItemState.REPLAYED, ItemState.REFUSED, ItemState.SKIPPED)
+
+
+class ReplayItemQuerySet(models.QuerySet["ReplayItem"]):
+    """The reads the pages make of replayed deliveries (the state machine itself is actions/services.py)."""
+
+    def requested(self) -> ReplayItemQuerySet:
+        """Items of actions somebody confirmed (a draft's items are intentions, not requests)."""
+        return self.exclude(action__state__in=[ActionState.DRAFT, ActionState.EXPIRED])
+
+    def of_delivery(self, delivery_id: Any) -> ReplayItemQuerySet:
+        """Every replay of this delivery we asked for, newest first: part of its attempt history."""
+        return self.filter(delivery_id=delivery_id).requested().select_related("action").order_by("-id")
+
+    def counts(self) -> dict[str, int]:
+        """Items per state, for the action's progress."""
+        return dict(self.order_by().values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+
+    def delivered(self) -> ReplayItemQuerySet:
+        """Items whose replay the provider made and delivered."""
+        return self.filter(state=ItemState.REPLAYED, delivered=True)
+
+    def recoveries(
+        self, start: datetime | None, end: datetime | None, dimension: str, *, stream_id: str | None, tag: str | None
+    ) -> list[tuple[str, int, float]]:
+        """(stream id or tag, retries, seconds from first attempt to success) of the deliveries a replay
+        delivered, dated in the window: exact times to success, where the schedule would only guess."""
+        items = self.delivered().filter(answered_at__isnull=False)
+        if start is not None:
+            items = items.filter(delivery_date__gte=start)
+        if end is not None:
+            items = items.filter(delivery_date__lt=end)
+        if stream_id:
+            items = items.filter(stream_id=stream_id)
+        firsts: dict[Any, tuple[int, datetime, datetime]] = {}
+        for delivery_id, retries, date, answered in items.order_by("answered_at").values_list(
+            "delivery_id", "retries_before", "delivery_date", "answered_at"
+        )[:10_000]:
+            if answered is not None:
+                firsts.setdefault(delivery_id, (retries, date, answered))
+        deliveries = Delivery.objects.filter(pk__in=list(firsts), status=DeliveryStatus.DELIVERED)
+        if tag:
+            deliveries = deliveries.filter(tag=tag)
+        keys = dict(deliveries.values_list("pk", dimension))
+        return [
+            (keys[pk], retries, (answered - date).total_seconds())
+            for pk, (retries, date, answered) in firsts.items()
+            if pk in keys
+        ]
 
 
 class ReplayItem(models.Model):
@@ -141,13 +195,18 @@ class ReplayItem(models.Model):
     retries_before = models.IntegerField(default=0)
     status_before = models.CharField(max_length=16)
     state = models.CharField(max_length=16, choices=ItemState.choices, default=ItemState.PENDING)
-    claimed_at = models.DateTimeField(null=True, blank=True)
+    # When our request went out: set by the same conditional UPDATE that claims the item, before the request
+    # (cleared again when the provider refused it unseen: a 429, no connection). A lost answer is looked for
+    # in the provider's logs from this moment on (actions/attempts.py).
+    sent_at = models.DateTimeField(null=True, blank=True)
     answered_at = models.DateTimeField(null=True, blank=True)
     # What the attempt did: True delivered, False failed again, None not known.
     delivered = models.BooleanField(null=True)
     answer = models.TextField(blank=True)
     # How many times its answer was lost and the provider's logs were read instead.
     rereads = models.PositiveSmallIntegerField(default=0)
+
+    objects = ReplayItemQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]

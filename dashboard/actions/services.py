@@ -3,8 +3,13 @@
 Exactly once: a prepared action is a DRAFT row; confirming it is a conditional UPDATE (DRAFT -> QUEUED), so a
 double submit queues it once; the worker claims each replayed delivery (PENDING -> SENDING) before its request
 goes out, so a redelivered task or a second worker never sends it again. A request whose answer was lost
-(`OutcomeUnknown`, or an item found SENDING by a later run because its worker died) is never re-sent blindly:
-the provider's delivery logs are read for the attempt (replays) or the stream is read again (status changes).
+(`OutcomeUnknown`, or an item found SENDING by a later run because its worker died) is never sent again: the
+provider's delivery logs are read for the attempt (replays, recognised from the moment the request went out:
+actions/attempts.py) or the stream is read again (status changes). A replay the logs do not show for certain is
+left "answer lost" for a person to look at.
+
+The reads the pages make of replays are `ReplayItem.objects` methods (actions/models.py). The worker's task
+(actions/tasks.py) calls into this module; this module never imports it: `confirm` is handed what queues the run.
 """
 
 from __future__ import annotations
@@ -13,14 +18,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F
+from django.db.models import F
 from django.utils import timezone
 
+from dashboard.actions.attempts import (
+    CLOCK_SKEW,
+    MAY_HAVE_ACTED,
+    LogKind,
+    block_neighbours,
+    classify_log,
+    replay_window,
+)
 from dashboard.actions.models import (
     ACT_AT_PROVIDER,
     ActionKind,
@@ -31,9 +44,7 @@ from dashboard.actions.models import (
 )
 from dashboard.actions.refusals import refusal
 from dashboard.deliveries.ingest import store_records
-from dashboard.deliveries.models import Delivery, DeliveryQuerySet, Stream
-from dashboard.deliveries.schedule import attempt_at
-from dashboard.deliveries.status import DeliveryStatus
+from dashboard.deliveries.models import DeliveryQuerySet, Stream
 from dashboard.sources.clients import page_client, streams_client
 from dashboard.sources.models import Source
 from dashboard.times import iso_minutes
@@ -56,8 +67,8 @@ log = logging.getLogger(__name__)
 MAX_RATE_LIMIT_WAIT = 60.0
 # Pages of delivery logs read to find the attempt of a replay whose answer was lost.
 REREAD_LOG_PAGES = 5
-# A scheduled attempt logged this long after its place on the schedule is still taken for the scheduled one.
-SCHEDULE_SLACK = timedelta(seconds=1)
+# Times the logs are read for one lost answer (a later run reads again: the provider may log late).
+MAX_REREADS = 2
 
 
 class ActionRefused(Exception):
@@ -202,12 +213,11 @@ def streams_acted_on(action: ProviderAction) -> list[Stream]:
     return list(streams.failing_at_provider_first()[:STREAMS_SHOWN])
 
 
-def confirm(action: ProviderAction, *, now: datetime | None = None) -> bool:
+def confirm(action: ProviderAction, *, queue: Callable[[int], object], now: datetime | None = None) -> bool:
     """Queue the action once: True for the request that confirmed it, False for a repeat (a double submit).
 
-    The task is sent after the transaction commits."""
-    from dashboard.actions.tasks import run_action
-
+    `queue(action_id)` starts the run (the caller passes the task's `delay`); it is called after the transaction
+    commits."""
     now = now or timezone.now()
     if action.state == ActionState.DRAFT and not action.can_be_confirmed(now):
         _close_draft(action, ActionState.EXPIRED, "Not confirmed in time; nothing was sent.", now)
@@ -220,7 +230,7 @@ def confirm(action: ProviderAction, *, now: datetime | None = None) -> bool:
             state=ActionState.QUEUED, confirmed_at=now
         )
         if confirmed:
-            transaction.on_commit(lambda: run_action.delay(action.pk))
+            transaction.on_commit(lambda: queue(action.pk))
     action.refresh_from_db()
     return bool(confirmed)
 
@@ -310,10 +320,10 @@ def _skip_pending(action: ProviderAction, why: str) -> None:
 def _run_replay(
     action: ProviderAction, client: UpstreamClient, deadline: float, sleep: Callable[[float], None]
 ) -> RunOutcome:
-    # Items a dead worker left mid-request, and lost answers: read the logs, never send blindly.
-    for item in action.items.filter(state__in=[ItemState.SENDING, ItemState.UNKNOWN]).order_by("id"):
-        if item.state == ItemState.UNKNOWN and item.rereads >= 2:
-            continue
+    # Items a dead worker left mid-request, and lost answers: read the logs, never send again.
+    for item in action.items.filter(
+        state__in=[ItemState.SENDING, ItemState.UNKNOWN], rereads__lt=MAX_REREADS
+    ).order_by("id"):
         _reread(client, item)
     while True:
         if ProviderAction.objects.filter(pk=action.pk, cancel_requested_at__isnull=False).exists():
@@ -326,8 +336,10 @@ def _run_replay(
         if next_item is None:
             break
         item = next_item
+        # The moment is recorded before the request goes out: the provider's logs are read from it if the
+        # answer is lost.
         claimed = ReplayItem.objects.filter(pk=item.pk, state=ItemState.PENDING).update(
-            state=ItemState.SENDING, claimed_at=timezone.now()
+            state=ItemState.SENDING, sent_at=timezone.now()
         )
         if not claimed:
             continue
@@ -380,7 +392,8 @@ def replay_outcome(action: ProviderAction) -> str:
 
 
 def _release(item: ReplayItem) -> None:
-    ReplayItem.objects.filter(pk=item.pk, state=ItemState.SENDING).update(state=ItemState.PENDING, claimed_at=None)
+    # The provider refused it unseen (429) or no connection was made: it did not act, so no interval to look in.
+    ReplayItem.objects.filter(pk=item.pk, state=ItemState.SENDING).update(state=ItemState.PENDING, sent_at=None)
 
 
 def _answer(item: ReplayItem, state: str, text: str, *, delivered: bool | None = None) -> None:
@@ -402,16 +415,19 @@ def _store_answer(source: Source | None, record: dict[str, Any]) -> None:
 
 
 def _reread(client: UpstreamClient, item: ReplayItem) -> None:
-    """The answer to this item's replay was lost: look for its attempt in the provider's delivery logs."""
+    """The answer to this item's replay was lost: look for its attempt in the provider's delivery logs. Found for
+    certain, the item is replayed; otherwise it stays "answer lost" and is never sent again (a second request
+    could be a second replay): the answer says what the logs showed, for the person who decides."""
     ReplayItem.objects.filter(pk=item.pk).update(rereads=F("rereads") + 1)
     item.refresh_from_db()
     try:
-        attempt = find_replay_attempt(client, item)
+        found = find_replay_attempt(client, item)
     except errors.UpstreamError as exc:
         _answer(item, ItemState.UNKNOWN, f"The answer was lost and the provider's delivery logs could not be read "
                 f"({exc.message}); not sent again.")
         return
-    if attempt is not None:
+    if found.attempt is not None:
+        attempt = found.attempt
         when = f"{attempt.created_at:%Y-%m-%d %H:%M:%S} UTC" if attempt.created_at else "recently"
         _answer(
             item,
@@ -419,57 +435,70 @@ def _reread(client: UpstreamClient, item: ReplayItem) -> None:
             f"The answer was lost; the provider's delivery logs show the attempt ({when}, {attempt.delivery_status}).",
             delivered=attempt.succeeded,
         )
-    elif item.rereads < 2:
-        # The logs show no attempt: the request never arrived, and sending it is not a second replay.
-        ReplayItem.objects.filter(pk=item.pk).update(
-            state=ItemState.PENDING, claimed_at=None, answer="The answer was lost; the provider's logs show no attempt."
-        )
+    elif found.ambiguous:
+        _answer(item, ItemState.UNKNOWN, "The answer was lost; the provider's delivery logs show an attempt that "
+                "could be this replay or one the provider made on its own (a scheduled retry, or a replay of the "
+                "block's other delivery); not sent again. Check the delivery before replaying it again.")
     else:
-        _answer(item, ItemState.UNKNOWN, "The answer was lost twice and the logs show no attempt; not sent again.")
+        _answer(item, ItemState.UNKNOWN, "The answer was lost and the provider's delivery logs show no attempt "
+                "(yet); not sent again. Check the delivery before replaying it again.")
 
 
-def _scheduled_at(item: ReplayItem, retries: int) -> datetime:
-    return attempt_at(item.delivery_date, retries)
+@dataclass(frozen=True)
+class LogsRead:
+    # The log of our replay, when the logs show it for certain.
+    attempt: DeliveryLog | None
+    # The logs show an attempt that may be ours or may not.
+    ambiguous: bool = False
 
 
-def find_replay_attempt(client: UpstreamClient, item: ReplayItem) -> DeliveryLog | None:
-    """The log of an attempt of this delivery that its retry schedule does not explain: a replay.
+def find_replay_attempt(client: UpstreamClient, item: ReplayItem, *, now: datetime | None = None) -> LogsRead:
+    """Whether the provider's logs show this item's replay, read from the moment its request went out.
 
-    An attempt matches by stream, chain, block and a retry count at least the one we saw, logged later than
-    the schedule places that retry; older logs than the delivery's last scheduled attempt we knew of are not
-    read."""
-    if item.block_number is None:
-        return None
+    A line counts as ours by time (`classify_log`), whatever the provider did with the retry count. Where the
+    block's other delivery (or another action) had a replay of ours out in the same interval, the lines are
+    ours only if there are as many as those requests: otherwise nobody can say which one the provider acted on."""
+    now = now or timezone.now()
+    window = replay_window(item, now)
+    if window is None or item.block_number is None:
+        return LogsRead(None)
     logs = logs_of_block(
         client,
         stream_id=item.stream_id,
         block_number=item.block_number,
         chain=item.chain_id or None,
-        not_before=_scheduled_at(item, item.retries_before) - SCHEDULE_SLACK,
+        not_before=window.sent_at - CLOCK_SKEW,
         max_pages=REREAD_LOG_PAGES,
     )
-    for entry in logs:
-        if entry.retries is None or entry.retries < item.retries_before or entry.created_at is None:
-            continue
-        if entry.created_at > _scheduled_at(item, entry.retries) + SCHEDULE_SLACK:
-            return entry
-    return None
+    neighbours = block_neighbours(item.delivery_id, item.stream_id, item.chain_id, item.block_number)
+    kinds = [
+        (entry, classify_log(entry, first_attempt=item.delivery_date, retries=item.retries_before, replays=[window],
+                             neighbours=neighbours))
+        for entry in logs
+    ]
+    ours = [entry for entry, kind in kinds if kind is LogKind.OUR_REPLAY]
+    unsure = any(kind is LogKind.AMBIGUOUS for _, kind in kinds)
+    rivals = ReplayItem.objects.filter(
+        stream_id=item.stream_id, chain_id=item.chain_id, block_number=item.block_number,
+        state__in=MAY_HAVE_ACTED, sent_at__isnull=False,
+    ).exclude(pk=item.pk)
+    overlapping = sum(1 for other in rivals if (w := replay_window(other, now)) is not None and w.overlaps(window))
+    if len(ours) > overlapping:
+        # Logs come newest first: the oldest line of the interval is the one nearest our request.
+        return LogsRead(ours[-1])
+    return LogsRead(None, ambiguous=bool(ours) or unsure)
 
 
 def replay_summary(action: ProviderAction) -> str:
-    counts = item_counts(action)
+    counts = action.items.counts()
     parts = [f"{counts.get(ItemState.REPLAYED, 0)} of {action.target_count} replayed"]
-    delivered = action.items.filter(state=ItemState.REPLAYED, delivered=True).count()
+    delivered = action.items.delivered().count()
     parts.append(f"{delivered} delivered")
     for state, label in ((ItemState.REFUSED, "refused"), (ItemState.UNKNOWN, "answer lost"),
                          (ItemState.SKIPPED, "not sent")):
         if counts.get(state):
             parts.append(f"{counts[state]} {label}")
     return ", ".join(parts) + "."
-
-
-def item_counts(action: ProviderAction) -> dict[str, int]:
-    return dict(action.items.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
 
 
 def _run_status_change(action: ProviderAction, client: UpstreamClient) -> RunOutcome:
@@ -550,42 +579,3 @@ def _run_resend(action: ProviderAction, client: UpstreamClient) -> RunOutcome:
     _finish(action, ActionState.DONE, f"The provider built block {resent.block_number} again and delivered it"
             + (f" ({len(logs)} logs)." if isinstance(logs, list) else "."))
     return RunOutcome(finished=True)
-
-
-def delivery_replays(delivery: Delivery) -> list[ReplayItem]:
-    """Every replay of this delivery we asked for, newest first: part of its attempt history."""
-    return list(
-        ReplayItem.objects.filter(delivery_id=delivery.pk)
-        .exclude(action__state__in=[ActionState.DRAFT, ActionState.EXPIRED])
-        .select_related("action")
-        .order_by("-id")[:50]
-    )
-
-
-def replay_recoveries(
-    start: datetime | None, end: datetime | None, dimension: str, *, stream_id: str | None, tag: str | None
-) -> list[tuple[str, int, float]]:
-    """(stream id or tag, retries, seconds from first attempt to success) of the deliveries a replay delivered,
-    dated in the window: exact times to success, where the schedule would only guess."""
-    items = ReplayItem.objects.filter(state=ItemState.REPLAYED, delivered=True, answered_at__isnull=False)
-    if start is not None:
-        items = items.filter(delivery_date__gte=start)
-    if end is not None:
-        items = items.filter(delivery_date__lt=end)
-    if stream_id:
-        items = items.filter(stream_id=stream_id)
-    firsts: dict[Any, tuple[int, datetime, datetime]] = {}
-    for delivery_id, retries, date, answered in items.order_by("answered_at").values_list(
-        "delivery_id", "retries_before", "delivery_date", "answered_at"
-    )[:10_000]:
-        if answered is not None:
-            firsts.setdefault(delivery_id, (retries, date, answered))
-    deliveries = Delivery.objects.filter(pk__in=list(firsts), status=DeliveryStatus.DELIVERED)
-    if tag:
-        deliveries = deliveries.filter(tag=tag)
-    keys = dict(deliveries.values_list("pk", dimension))
-    return [
-        (keys[pk], retries, (answered - date).total_seconds())
-        for pk, (retries, date, answered) in firsts.items()
-        if pk in keys
-    ]

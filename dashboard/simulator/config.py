@@ -22,6 +22,9 @@ class FaultConfig:
     # "connection": announce the full length then drop the connection mid-body (what a broken proxy does);
     # "body": a shorter body with a matching Content-Length, i.e. a 200 whose JSON does not parse.
     truncate_mode: str = "connection"
+    # A replay's delivery log carries the record's retry count plus one, as a provider that counts a replay as
+    # a retry would log it (the contract's provider leaves the count unchanged; clients must tolerate both).
+    replay_counts_as_retry: bool = False
 
 
 @dataclass

@@ -252,7 +252,7 @@ def render_log(world: World, d: Delivery, attempt: Attempt) -> dict[str, object]
         "chain": "" if d.test else stream.chain.hex_id,
         "webhookUrl": stream.webhook.url,
         "tag": stream.tag,
-        "retries": attempt.retries,
+        "retries": attempt.retries + (1 if attempt.replay and world.faults.replay_counts_as_retry else 0),
         "deliveryStatus": "failed" if attempt.error else "success",
         "blockNumber": d.event.number,
         "errorMessage": attempt.error,

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
+from django.utils import timezone
+
+from dashboard.actions.attempts import LogKind, block_neighbours, classify_log, replay_windows
 from dashboard.actions.models import ItemState, ReplayItem
 from dashboard.deliveries.models import Delivery, DeliveryChange
 from dashboard.deliveries.schedule import MAX_RETRIES, attempt_at
@@ -56,8 +59,8 @@ def attempt_history(
     """Every attempt we know of, oldest first."""
     attempts: list[Attempt] = []
     if logs:
-        for entry in logs:
-            if entry.created_at is None or not _is_attempt_of(entry, delivery):
+        for entry, kind in log_kinds(delivery, replays=replays, logs=logs):
+            if kind is None or entry.created_at is None:
                 continue
             attempts.append(Attempt(entry.created_at, LOGS, entry.retries, entry.succeeded,
                                     entry.error_message or "", exact=True))
@@ -83,20 +86,19 @@ def attempt_history(
     return sorted(attempts, key=lambda a: (a.at, a.origin))
 
 
-# A scheduled attempt is logged within this much of its place on the schedule.
-LOG_SLACK = timedelta(seconds=30)
-
-
-def _is_attempt_of(entry: DeliveryLog, delivery: Delivery) -> bool:
-    """A block's two deliveries (unconfirmed, confirmed) share stream, chain and block; their attempts are told
-    apart by time: a log is this delivery's when its schedule puts that retry there, or when it is later than
-    the schedule at the retry count we hold (a replay)."""
-    if entry.created_at is None or entry.retries is None or entry.retries < 0:
-        return False
-    scheduled = attempt_at(delivery.date, entry.retries)
-    if abs(entry.created_at - scheduled) <= LOG_SLACK:
-        return True
-    return entry.retries == delivery.retries and entry.created_at > scheduled
+def log_kinds(
+    delivery: Delivery, *, replays: Sequence[ReplayItem], logs: Sequence[DeliveryLog], now: datetime | None = None
+) -> list[tuple[DeliveryLog, LogKind | None]]:
+    """What each log line of the delivery's block records for it, as the worker re-reading a lost replay answer
+    sees it (actions/attempts.py): a block's two deliveries (unconfirmed, confirmed) share stream, chain and
+    block, and their attempts are told apart by time; None for a line that is not this delivery's."""
+    windows = replay_windows(replays, now or timezone.now())
+    neighbours = block_neighbours(delivery.pk, delivery.stream_id, delivery.chain_id, delivery.block_number)
+    return [
+        (entry, classify_log(entry, first_attempt=delivery.date, retries=delivery.retries, replays=windows,
+                             neighbours=neighbours))
+        for entry in logs
+    ]
 
 
 def recovery(delivery: Delivery, attempts: Sequence[Attempt]) -> Recovery | None:

@@ -3,15 +3,24 @@ logs, the schedule; and the time to recovery that follows."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.actions import services
+from dashboard.actions.attempts import LogKind
+from dashboard.actions.models import ActionState, ItemState, ProviderAction, ReplayItem
 from dashboard.deliveries.models import Delivery, DeliveryChange
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS
 from dashboard.deliveries.status import DeliveryStatus
+from dashboard.upstream.client import ClientSettings, UpstreamClient
+from dashboard.upstream.streams import logs_of_block
+from dashboard.web.attempts import log_kinds
+from tests.actions.conftest import staff  # noqa: F401 - the fixture
+from tests.actions.test_lost_answers import Provider, provider  # noqa: F401 - the fixture
 from tests.factories import history_record, make_source, store
 
 
@@ -89,3 +98,59 @@ def test_retry_statistics_take_a_replays_exact_time_over_the_schedule(db: None, 
                               state=ItemState.REPLAYED, delivered=True, answered_at=first + timedelta(minutes=40))
     page = logged_in_client.get("/retries/?range=7d").content.decode()
     assert "40 min" in page
+
+
+def _log(record: dict[str, Any], at: datetime, retries: int, status: str) -> dict[str, Any]:
+    tiny = record["tinyPayload"]
+    return {
+        "id": str(uuid.uuid4()), "streamId": record["streamId"], "chain": tiny["chainId"],
+        "webhookUrl": record["webhookUrl"], "tag": record["tag"], "retries": retries, "deliveryStatus": status,
+        "blockNumber": int(tiny["block"]), "errorMessage": "" if status == "success" else "socket hang up",
+        "type": "evm", "createdAt": at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def test_the_page_and_the_worker_classify_the_providers_log_lines_alike(
+    provider: tuple[Provider, str], staff: Any,  # noqa: F811 - the fixtures imported above
+) -> None:
+    """Two replays whose answers were lost, at a provider that logs a replay one retry higher: one of a recent
+    failure (its next retry minutes ahead), one of a delivery whose next retry falls due as the replay is sent.
+    The worker's conclusion from the logs and the delivery page's reading of each line agree."""
+    state, base_url = provider
+    state.replay_retry_bump = 1
+    source = make_source(base_url=base_url)
+    now = datetime.now(UTC)
+    recent = history_record(date=now - timedelta(seconds=90), error="socket hang up", retries=1, block=21_000_001)
+    # Its second retry is due now, where the replay is made.
+    due = history_record(date=now - timedelta(seconds=ATTEMPT_OFFSETS[2]), error="socket hang up", retries=1,
+                         block=21_000_002)
+    store(source, recent, due)
+    for record in (recent, due):
+        state.records[record["id"]] = record
+        state.script[record["id"]] = ["drop-after"]
+        first = datetime.fromisoformat(record["date"])
+        state.logs[:0] = [_log(record, first + timedelta(seconds=ATTEMPT_OFFSETS[1]), 1, "failed"),
+                          _log(record, first, 0, "failed")]
+    action = services.prepare_replay(staff, Delivery.objects.filter(pk__in=[recent["id"], due["id"]]), scope="t")
+    ProviderAction.objects.filter(pk=action.pk).update(state=ActionState.QUEUED)
+    client = UpstreamClient(base_url, ClientSettings(api_key="k", connect_timeout=2, read_timeout=2, max_retries=1,
+                                                     backoff_cap=0.01))
+    services.run_action(action.pk, client=client, sleep=lambda s: None)
+    assert dict(state.posts) == {recent["id"]: 1, due["id"]: 1}
+
+    def page_kinds(record: dict[str, Any]) -> list[LogKind | None]:
+        delivery = Delivery.objects.get(pk=record["id"])
+        lines = logs_of_block(client, stream_id=delivery.stream_id, block_number=int(record["tinyPayload"]["block"]),
+                              chain=delivery.chain_id, not_before=None)
+        replays = list(ReplayItem.objects.of_delivery(delivery.pk))
+        return [kind for _, kind in sorted(log_kinds(delivery, replays=replays, logs=lines),
+                                           key=lambda pair: pair[0].created_at or now)]
+
+    worker = {str(i.delivery_id): i for i in ReplayItem.objects.filter(action=action)}
+    # The recent failure: its first attempt and retry on the schedule, then our replay (logged as retry 2).
+    assert page_kinds(recent) == [LogKind.SCHEDULED, LogKind.SCHEDULED, LogKind.OUR_REPLAY]
+    assert worker[recent["id"]].state == ItemState.REPLAYED and "logs show the attempt" in worker[recent["id"]].answer
+    # Logged as retry 2 when the schedule places retry 2: the page cannot say which, and the worker left it for a
+    # person rather than send it again.
+    assert page_kinds(due) == [LogKind.SCHEDULED, LogKind.SCHEDULED, LogKind.AMBIGUOUS]
+    assert worker[due["id"]].state == ItemState.UNKNOWN and "could be this replay" in worker[due["id"]].answer

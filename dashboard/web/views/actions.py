@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 from dashboard.accounts.access import viewer_required
 from dashboard.actions import services
 from dashboard.actions.models import ActionKind, ActionState, ItemState, ProviderAction
+from dashboard.actions.tasks import run_action
 from dashboard.deliveries.models import Delivery, Stream
 from dashboard.text import visible
 from dashboard.web.forms import DeliveryFilterForm, form_errors
@@ -147,7 +148,7 @@ def action_confirm(request: HttpRequest, pk: int) -> HttpResponse:
     _require_act(request)
     action = _get_action(request, pk)
     try:
-        services.confirm(action)
+        services.confirm(action, queue=run_action.delay)
     except services.ActionRefused as exc:
         return _refuse(request, "Confirm action", str(exc))
     # A double submit lands here too: the second confirm changed nothing and shows the same action.
@@ -166,7 +167,7 @@ def action_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @viewer_required
 def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
     action = _get_action(request, pk)
-    counts = services.item_counts(action)
+    counts = action.items.counts()
     done = sum(n for state, n in counts.items() if state not in (ItemState.PENDING, ItemState.SENDING))
     stream = Stream.objects.filter(stream_id=action.stream_id).first() if action.stream_id else None
     # What the provider says of the streams, before anybody confirms.
@@ -178,6 +179,8 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "items": list(action.items.all()[:ITEMS_SHOWN]) if action.kind == ActionKind.REPLAY else [],
         "items_cut": action.target_count > ITEMS_SHOWN,
         "counts": counts,
+        # In words: "Answer lost: check and replay by hand if needed" says what a person has to do.
+        "count_chips": [(ItemState(state).label, n) for state, n in sorted(counts.items())],
         "done": done,
         "percent": int(100 * done / action.target_count) if action.target_count else 100,
         "can_act": services.can_act(request.user),

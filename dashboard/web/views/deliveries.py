@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
-from dashboard.actions.services import can_act, delivery_replays
+from dashboard.actions.models import ReplayItem
+from dashboard.actions.services import can_act
 from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
 from dashboard.deliveries.models import Delivery, DeliveryChange, ErrorGroup, Stream
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
@@ -193,7 +194,7 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
 def _attempts_context(request: HttpRequest, delivery: Delivery) -> dict[str, Any]:
     """The attempt history; the provider's logs are read only when asked for (`?logs=1`), as they cost
     requests to the provider."""
-    replays = delivery_replays(delivery)
+    replays = list(ReplayItem.objects.of_delivery(delivery.pk)[:50])
     changes = list(DeliveryChange.objects.filter(delivery_id=delivery.pk).order_by("seen_at")[:100])
     logs = None
     logs_error = ""

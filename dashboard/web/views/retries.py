@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dashboard.accounts.access import viewer_required
-from dashboard.actions.services import replay_recoveries
+from dashboard.actions.models import ReplayItem
 from dashboard.deliveries.models import Delivery, Stream
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
@@ -36,7 +36,7 @@ def retry_statistics(request: HttpRequest) -> HttpResponse:
     )
     rows, overall = retry_rows(distribution, dimension)
     by_key = {row.key: row for row in rows}
-    for key, retries, seconds in replay_recoveries(window.start, window.end, dimension, **slice_kwargs):
+    for key, retries, seconds in ReplayItem.objects.recoveries(window.start, window.end, dimension, **slice_kwargs):
         for row in (by_key.get(key), overall):
             if row is not None:
                 row.add_exact(retries, seconds)
