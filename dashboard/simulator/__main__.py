@@ -47,6 +47,13 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
     p.add_argument("--history-days", type=int, default=7)
     p.add_argument("--streams", type=int, default=6)
     p.add_argument(
+        "--receiver-back-after",
+        type=float,
+        default=240.0,
+        help="simulated seconds after the scenario's start when the receiver that is down comes back "
+        "(POST /simulator/receivers/up brings it back at once)",
+    )
+    p.add_argument(
         "--owners-sync-delay",
         type=float,
         default=20.0,
@@ -76,6 +83,7 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
         deliveries_per_minute=a.deliveries_per_minute,
         history_window_days=a.history_days,
         streams=a.streams,
+        receiver_back_after=a.receiver_back_after,
         owners_sync_delay=a.owners_sync_delay,
         public_url=a.public_url,
         faults=FaultConfig(

@@ -110,7 +110,7 @@ def route_of(path: str) -> str | None:
 
 
 # The methods each route answers; any other is a 405 naming them.
-WRITE_ROUTES = frozenset({"replay", "stream_status", "resend_block"})
+WRITE_ROUTES = frozenset({"replay", "stream_status", "resend_block", "receivers_up"})
 
 
 def handle(world: World, request: Request) -> Response:

@@ -14,28 +14,33 @@ class Chain:
     name: str
     hex_id: str
     block_seconds: float
-    # Seconds from a block to its confirmed delivery (confirmation depth × block time, roughly).
-    confirm_seconds: float
+    # Blocks after a block before the provider sends its confirmed delivery (its published finality).
+    confirmations: int
     anchor_block: int
     native_symbol: str
+
+    @property
+    def confirm_seconds(self) -> float:
+        """Seconds from a block to its finality: confirmations × block time."""
+        return self.confirmations * self.block_seconds
 
 
 # Block numbers at 2024-01-01T00:00:00Z; later blocks are extrapolated from the block time.
 ANCHOR_TS = 1_704_067_200
 
 CHAINS: tuple[Chain, ...] = (
-    Chain("eth", "0x1", 12.0, 150.0, 18_908_895, "ETH"),
-    Chain("goerli", "0x5", 12.0, 150.0, 10_320_000, "ETH"),
-    Chain("sepolia", "0xaa36a7", 12.0, 150.0, 4_990_000, "ETH"),
-    Chain("polygon", "0x89", 2.1, 260.0, 51_766_000, "MATIC"),
-    Chain("mumbai", "0x13881", 2.1, 260.0, 43_900_000, "MATIC"),
-    Chain("bsc", "0x38", 3.0, 55.0, 34_900_000, "BNB"),
-    Chain("bsc testnet", "0x61", 3.0, 55.0, 36_100_000, "tBNB"),
-    Chain("avalanche", "0xa86a", 2.0, 15.0, 40_300_000, "AVAX"),
-    Chain("fantom", "0xfa", 1.0, 12.0, 72_500_000, "FTM"),
-    Chain("palm", "0x2a15c308d", 5.0, 30.0, 23_800_000, "PALM"),
-    Chain("cronos", "0x19", 5.7, 40.0, 11_900_000, "CRO"),
-    Chain("arbitrum", "0xa4b1", 0.26, 20.0, 166_000_000, "ETH"),
+    Chain("eth", "0x1", 12.0, 12, 18_908_895, "ETH"),
+    Chain("goerli", "0x5", 12.0, 12, 10_320_000, "ETH"),
+    Chain("sepolia", "0xaa36a7", 12.0, 12, 4_990_000, "ETH"),
+    Chain("polygon", "0x89", 2.1, 100, 51_766_000, "MATIC"),
+    Chain("mumbai", "0x13881", 2.1, 100, 43_900_000, "MATIC"),
+    Chain("bsc", "0x38", 3.0, 18, 34_900_000, "BNB"),
+    Chain("bsc testnet", "0x61", 3.0, 18, 36_100_000, "tBNB"),
+    Chain("avalanche", "0xa86a", 2.0, 100, 40_300_000, "AVAX"),
+    Chain("fantom", "0xfa", 1.0, 100, 72_500_000, "FTM"),
+    Chain("palm", "0x2a15c308d", 5.0, 20, 23_800_000, "PALM"),
+    Chain("cronos", "0x19", 5.7, 100, 11_900_000, "CRO"),
+    Chain("arbitrum", "0xa4b1", 0.26, 100, 166_000_000, "ETH"),
 )
 CHAINS_BY_HEX = {c.hex_id: c for c in CHAINS}
 CHAINS_BY_NAME = {c.name: c for c in CHAINS}
@@ -49,6 +54,11 @@ def chain_for(value: str) -> Chain | None:
 
 def block_at(chain: Chain, ts: float) -> int:
     return chain.anchor_block + int((ts - ANCHOR_TS) / chain.block_seconds)
+
+
+def block_time(chain: Chain, number: int) -> float:
+    """When block `number` was mined: the chain makes one every `block_seconds` from its anchor."""
+    return ANCHOR_TS + (number - chain.anchor_block) * chain.block_seconds
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,30 @@
-"""The delivery history of a few simulated streams, as a pure function of the seed and the clock.
+"""The delivery history of a few simulated streams, as a function of the seed, the clock and the requests made.
 
 Blocks with activity arrive as a Poisson process generated one hour-slot at a time from the seed,
 so the same seed gives the same world whatever the clock did before. Each block is delivered
 twice per stream (unconfirmed, then confirmed). Whether an attempt fails depends on incidents on
 the webhook URL at that moment; a failed delivery is retried on the published schedule, and the
 record's state (retries, errorMessage) is read off the attempts that happened before "now".
+
+Which deliveries and attempts are made at all depends on the streams' statuses (contract §5): a block seen
+while its stream is not `active` is neither sent nor recorded, and a retry falling due then is not made (the
+delivery's schedule stops there). The statuses come from the streams' ledger (streams.py), which walks
+every attempt in time order and tells this history what it dropped (`drop`, `stop`); every read first lets
+the ledger catch up with the time it reads at (`settle`).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import random
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dashboard.simulator import catalog, entropy
+from dashboard.simulator import catalog, entropy, scenario
 from dashboard.simulator.payloads import build_payload
 
 # The provider's published retry delays after each failed attempt.
@@ -27,6 +36,10 @@ INCIDENT_SLOT = 6 * 3600.0
 MAX_INCIDENT = 12 * 3600.0
 # Any attempt, even to a healthy URL, fails this often (a blip the first retry usually fixes).
 SPORADIC_FAILURE_RATE = 0.012
+# A random incident fails this share of its URL's attempts at most: below one half, the URL's success rate
+# drifts up through it, so only scripted outages put streams in `error`.
+RANDOM_INCIDENT_SHARE = (0.15, 0.4)
+GOLDEN = 0.6180339887498949
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,9 @@ class Incident:
     kind: str
     # Fixed variable part for the whole incident (a status code), so texts group but still vary by incident.
     status_code: int
+    # Share of the attempts that fail; with `per_delivery`, the share of deliveries whose attempts all fail.
+    share: float = 1.0
+    per_delivery: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +169,8 @@ class Delivery:
     attempts: tuple[tuple[float, str], ...] | None = None
     # The provider's test webhook after a reactivation: no chain, no block, an empty payload.
     test: bool = False
+    # Made on request (a test webhook, a block re-sent) rather than by the chain's activity.
+    extra: bool = False
 
 
 @dataclass
@@ -161,6 +179,8 @@ class _Index:
     deliveries: list[Delivery] = field(default_factory=list)
     slots: set[int] = field(default_factory=set)
     by_id: dict[str, Delivery] = field(default_factory=dict)
+    # How many dropped deliveries were left out when it was built.
+    dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +211,18 @@ def iso(ts: float) -> str:
 
 class HistoryWorld:
     def __init__(
-        self, *, seed: int, start: float, deliveries_per_minute: float, window_days: int, streams: int
+        self,
+        *,
+        seed: int,
+        start: float,
+        deliveries_per_minute: float,
+        window_days: int,
+        streams: int,
+        receiver_back_after: float = scenario.RECEIVER_BACK_AFTER,
     ) -> None:
         self.seed = seed
         self.start = start
+        self.receiver_back_after = receiver_back_after
         self.deliveries_per_minute = deliveries_per_minute
         self.window_seconds = window_days * 86400.0
         r = entropy.rng(seed, "streams")
@@ -212,7 +240,20 @@ class HistoryWorld:
             for t in STREAM_TEMPLATES[:count]
         ]
         self._scripted = self._scripted_incidents()
+        self._bursts = [
+            (stream, start + b.start, start + b.end, b.every)
+            for b in scenario.BURSTS
+            for stream in self.streams
+            if stream.tag == b.tag
+        ]
         self._lock = threading.Lock()
+        # Set by the streams' ledger: brings it up to a time before the history is read at that time.
+        self.settle: Callable[[float], None] | None = None
+        # Deliveries not made because their stream was not active when their block came.
+        self._dropped: set[str] = set()
+        # Deliveries whose retry schedule stopped (their stream was not active when a retry fell due): how
+        # many of their scheduled attempts were made.
+        self._stopped: dict[str, int] = {}
         self._index = _Index()
         self._incidents: dict[tuple[str, int], list[Incident]] = {}
         # By block event and its time: two events of one stream can fall in one block, and each has its payload.
@@ -225,23 +266,46 @@ class HistoryWorld:
     # -- incidents -------------------------------------------------------------------------------
 
     def _scripted_incidents(self) -> list[Incident]:
-        """Incidents placed relative to the start so that the demo shows trouble at first sight."""
-        hour = 3600.0
+        """The scenario's outages (scenario.py), placed relative to the start."""
         s = self.start
         urls = {w.url for w in (st.webhook for st in self.streams)}
         scripted = [
-            # A DNS record deleted for three days: long enough that early deliveries exhaust their retries.
-            Incident(WEBHOOKS[1].url, s - 5 * 86400, s - 2 * 86400, "dns", 0),
-            # An endpoint removed by a deploy, restored two days later: early deliveries fail for good.
-            Incident(WEBHOOKS[3].url, s - 6.5 * 86400, s - 4.5 * 86400, "status404", 404),
-            # Ongoing at start: an expired certificate, a receiver down (refused), a slow one (timeouts)
-            # and a flapping upstream proxy (502).
-            Incident(WEBHOOKS[3].url, s - 20 * hour, s + 4 * hour, "cert", 0),
-            Incident(WEBHOOKS[2].url, s - 3 * hour, s + 1.5 * hour, "refused", 0),
-            Incident(WEBHOOKS[0].url, s - 25 * 60, s + 15 * 60, "status5xx", 502),
-            Incident(WEBHOOKS[4].url, s - 40 * 60, s + 3 * hour, "timeout", 0),
+            Incident(
+                WEBHOOKS[o.url_index].url,
+                s + o.start,
+                s + (o.end if o.end is not None else self.receiver_back_after),
+                o.kind,
+                o.status_code,
+                o.share,
+                o.per_delivery,
+            )
+            for o in scenario.OUTAGES
         ]
         return [i for i in scripted if i.url in urls]
+
+    def receivers_up(self, now: float, url: str | None = None) -> list[Incident]:
+        """The simulator's control: end now the scripted outages under way (of one URL, or all); the ended ones.
+
+        Only attempts from `now` on change, so the history already served stays as it was.
+        """
+        ended: list[Incident] = []
+        kept: list[Incident] = []
+        for incident in self._scripted:
+            if incident.start <= now < incident.end and (url is None or incident.url == url):
+                ended.append(incident)
+                incident = dataclasses.replace(incident, end=now)
+            kept.append(incident)
+        if ended:
+            self._scripted = kept
+            self.forget_attempts(self._index.deliveries)
+            self.forget_attempts(self.extras)
+        return ended
+
+    @staticmethod
+    def forget_attempts(deliveries: Iterable[Delivery]) -> None:
+        """Attempts are worked out again on next use (after an incident changed)."""
+        for d in deliveries:
+            d.attempts = None
 
     def _random_incidents(self, webhook: WebhookTemplate, slot: int) -> list[Incident]:
         cache_key = (webhook.url, slot)
@@ -256,7 +320,8 @@ class HistoryWorld:
             duration = min(MAX_INCIDENT, 600 * r.lognormvariate(1.0, 1.0))
             kind = r.choice(webhook.incident_kinds)
             code = r.choice((500, 502, 502, 503, 504)) if kind == "status5xx" else 404
-            found.append(Incident(webhook.url, start, start + duration, kind, code))
+            share = r.uniform(*RANDOM_INCIDENT_SHARE)
+            found.append(Incident(webhook.url, start, start + duration, kind, code, share))
         self._incidents[cache_key] = found
         return found
 
@@ -281,8 +346,11 @@ class HistoryWorld:
                 out.extend(i for i in self._random_incidents(webhook, s) if i.start < end and i.end > start)
         return sorted(out, key=lambda i: i.start)
 
-    def _failure_text(self, webhook: WebhookTemplate, ts: float, delivery_id: str, attempt: int | str) -> str:
+    def _failure_text(self, webhook: WebhookTemplate, ts: float, d: Delivery, attempt: int | str) -> str:
+        delivery_id = d.id
         incident = self.incident_at(webhook, ts)
+        if incident is not None and incident.share < 1.0 and self._share_draw(incident, d, attempt) >= incident.share:
+            incident = None
         if incident is not None:
             kind, code = incident.kind, incident.status_code
             if kind == "status5xx" and entropy.unit(delivery_id, attempt, "code") < 0.3:
@@ -294,6 +362,21 @@ class HistoryWorld:
         else:
             return ""
         return _error_text(webhook, kind, code)
+
+    def _share_draw(self, incident: Incident, d: Delivery, attempt: int | str) -> float:
+        """Where an attempt falls in [0, 1) for a partial incident: the failing share lies below its `share`.
+
+        Scheduled attempts of block deliveries follow the golden-ratio sequence over (block, attempt,
+        confirmed), so an incident fails very nearly its share of every run of attempts and a scripted slide
+        takes the same course whatever the seed; a whole delivery (`per_delivery`) or a replay draws by id.
+        """
+        offset = entropy.unit(self.seed, incident.url, incident.start, "share")
+        if incident.per_delivery:
+            return entropy.unit(self.seed, d.id, offset)
+        if isinstance(attempt, str) or d.extra:
+            return entropy.unit(self.seed, d.id, attempt, offset)
+        sequence = d.event.number * 16 + attempt * 2 + int(d.confirmed)
+        return (sequence * GOLDEN + offset) % 1.0
 
     # -- deliveries ------------------------------------------------------------------------------
 
@@ -316,12 +399,23 @@ class HistoryWorld:
             if t >= end:
                 break
             stream = r.choices(self.streams, weights)[0]
-            number = catalog.block_at(stream.chain, t)
-            event = BlockEvent(key=f"{stream.id}:{number}", stream=stream, number=number, ts=t)
-            out.append(Delivery(entropy.uuid4(r), t + r.uniform(1.5, 6.0), event, False))
-            confirmed_at = t + stream.chain.confirm_seconds + r.uniform(2.0, 25.0)
-            out.append(Delivery(entropy.uuid4(r), confirmed_at, event, True))
+            self._deliveries_of(r, stream, catalog.block_at(stream.chain, t), out)
+        for stream, burst_start, burst_end, every in self._bursts:
+            chain = stream.chain
+            first = max(catalog.block_at(chain, burst_start), catalog.block_at(chain, slot * EVENT_SLOT)) + 1
+            last = min(catalog.block_at(chain, burst_end), catalog.block_at(chain, end))
+            for number in range(first + (-first) % every, last + 1, every):
+                self._deliveries_of(entropy.rng(self.seed, "burst", stream.id, number), stream, number, out)
         return out
+
+    @staticmethod
+    def _deliveries_of(r: random.Random, stream: Stream, number: int, out: list[Delivery]) -> None:
+        """A block's two deliveries: the first attempts come 1-5 s after the block (unconfirmed) and 1-5 s
+        after its finality (confirmed)."""
+        ts = catalog.block_time(stream.chain, number)
+        event = BlockEvent(key=f"{stream.id}:{number}", stream=stream, number=number, ts=ts)
+        out.append(Delivery(entropy.uuid4(r), ts + r.uniform(1.0, 5.0), event, False))
+        out.append(Delivery(entropy.uuid4(r), ts + stream.chain.confirm_seconds + r.uniform(1.0, 5.0), event, True))
 
     def _ensure(self, lo_ts: float, hi_ts: float) -> _Index:
         """The sorted index covering [lo_ts, hi_ts]; generates missing hour-slots once."""
@@ -329,12 +423,13 @@ class HistoryWorld:
         # Confirmed deliveries land a few minutes after their block, so look one slot back.
         wanted = set(range(int(lo_ts // EVENT_SLOT) - 1, int(hi_ts // EVENT_SLOT) + 1))
         missing = wanted - index.slots
-        if not missing:
+        if not missing and index.dropped == len(self._dropped):
             return index
         with self._lock:
             index = self._index
             missing = wanted - index.slots
-            if not missing:
+            dropped = self._dropped
+            if not missing and index.dropped == len(dropped):
                 return index
             # Forget slots well past retention so a long-running demo does not grow without bound.
             keep_from = lo_ts - 2 * 86400
@@ -345,12 +440,14 @@ class HistoryWorld:
             deliveries.extend(
                 d for d in self.extras if int(d.date // EVENT_SLOT) in missing and d.id not in kept
             )
+            deliveries = [d for d in deliveries if d.id not in dropped]
             deliveries.sort(key=lambda d: (d.date, d.id))
             new = _Index(
                 keys=[(d.date, d.id) for d in deliveries],
                 deliveries=deliveries,
                 slots={s for s in index.slots | missing if (s + 1) * EVENT_SLOT >= keep_from},
                 by_id={d.id: d for d in deliveries},
+                dropped=len(dropped),
             )
             live = {(d.event.key, d.event.ts) for d in deliveries}
             self._payloads = {k: v for k, v in self._payloads.items() if k in live}
@@ -363,7 +460,7 @@ class HistoryWorld:
             out: list[tuple[float, str]] = []
             t = d.date
             for attempt in range(len(RETRY_DELAYS) + 1):
-                text = self._failure_text(webhook, t, d.id, attempt)
+                text = self._failure_text(webhook, t, d, attempt)
                 out.append((t, text))
                 if not text or attempt == len(RETRY_DELAYS):
                     break
@@ -371,10 +468,41 @@ class HistoryWorld:
             d.attempts = tuple(out)
         return d.attempts
 
+    def scheduled(self, d: Delivery) -> tuple[tuple[float, str], ...]:
+        """The scheduled attempts of `d` that are made: all of them, unless its schedule stopped."""
+        made = self._stopped.get(d.id)
+        attempts = self.attempts(d)
+        return attempts if made is None else attempts[:made]
+
+    # -- what the statuses leave out (told by the streams' ledger) -------------------------------
+
+    def drop(self, d: Delivery) -> None:
+        """`d` is not made: its stream was not active when its block came."""
+        self._dropped.add(d.id)
+
+    def stop(self, d: Delivery, made: int) -> None:
+        """`d`'s schedule stops after its first `made` attempts: its stream was not active for the next."""
+        self._stopped[d.id] = made
+
+    def stopped(self, d: Delivery, order: int) -> bool:
+        made = self._stopped.get(d.id)
+        return made is not None and order >= made
+
+    def forget_statuses(self) -> None:
+        """The ledger walks again from the start: what it left out is worked out again."""
+        with self._lock:
+            self._dropped = set()
+            self._stopped = {}
+            self._index = _Index()
+
+    def _settle(self, now: float) -> None:
+        if self.settle is not None:
+            self.settle(now)
+
     def state_at(self, d: Delivery, now: float) -> tuple[int, str]:
         """(retries, errorMessage) as the upstream shows the record at `now`."""
         if d.id not in self._replays:
-            done = [a for a in self.attempts(d) if a[0] <= now]
+            done = [a for a in self.scheduled(d) if a[0] <= now]
             return len(done) - 1, done[-1][1]
         made = self.attempts_made(d, now)
         return made[-1].retries, made[-1].error
@@ -387,7 +515,7 @@ class HistoryWorld:
         made: list[Attempt] = []
         retries = -1
         scheduled = [
-            a for a in self.attempts(d) if a[0] <= now and (delivered_at is None or a[0] < delivered_at)
+            a for a in self.scheduled(d) if a[0] <= now and (delivered_at is None or a[0] < delivered_at)
         ]
         merged = sorted(
             [(at, n, error) for n, (at, error) in enumerate(scheduled)]
@@ -406,7 +534,7 @@ class HistoryWorld:
     def replay(self, d: Delivery, now: float) -> str:
         """One attempt of `d` now, to its stream's webhook URL; its error text, or "" when it succeeded."""
         replays = self._replays.setdefault(d.id, [])
-        error = self._failure_text(d.event.stream.webhook, now, d.id, f"replay{len(replays)}")
+        error = self._failure_text(d.event.stream.webhook, now, d, f"replay{len(replays)}")
         replays.append((now, error))
         return error
 
@@ -426,6 +554,7 @@ class HistoryWorld:
 
     def find(self, delivery_id: str, now: float) -> Delivery | None:
         """The delivery with this id among the records visible at `now`."""
+        self._settle(now)
         index = self._ensure(now - self.window_seconds, now)
         d = index.by_id.get(delivery_id)
         if d is None or not now - self.window_seconds <= d.date <= now:
@@ -434,6 +563,7 @@ class HistoryWorld:
 
     def window(self, now: float) -> tuple[_Index, int, int]:
         """The index and the [lo, hi) slice of records visible at `now` (oldest to newest)."""
+        self._settle(now)
         index = self._ensure(now - self.window_seconds, now)
         lo = bisect.bisect_left(index.keys, (now - self.window_seconds, ""))
         hi = bisect.bisect_right(index.keys, (now, "\uffff"))

@@ -7,11 +7,12 @@ to that URL are put in `error`; a stream 24 h in `error` is `terminated`. The sa
 for the stats. Actions asked for through the API (a status change, a replay, a block re-sent) join the walk
 at the moment they were made, so the ledger is a function of the seed, the clock and those requests.
 
-DECISION: the scripted deliveries are not held back while a stream is in `error` or `terminated` (the
-provider stops sending then): /history stays what it was before statuses were modelled, and statuses, stats
-and logs are read off that same history. What the simulator refuses in those states is what is asked of it
-through the API: a replay or a re-sent block ("Stream is in error state"), and any status change of a
-terminated stream.
+While a stream is not `active` (paused, error, terminated) the provider processes no block for it (contract
+§5): a delivery whose first attempt falls then is neither made nor recorded, and a retry falling due then is
+not made, which ends that delivery's schedule (a replay is the way back). The walk tells the history what it
+left out, and every read of the history first brings the walk up to the time it reads at. In `error` and
+`terminated` the simulator also refuses replays and re-sent blocks, and any status change of a terminated
+stream. Scripted status changes (scenario.py) join the walk like the ones asked for through the API.
 DECISION: bringing a stream back to `active` from `error` restarts its webhook URL's success rate at 100;
 otherwise the first attempt after it would put the stream straight back in `error`.
 """
@@ -23,8 +24,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from dashboard.simulator import catalog, entropy
-from dashboard.simulator.history import EVENT_SLOT, BlockEvent, Delivery, HistoryWorld, Stream
+from dashboard.simulator import catalog, entropy, scenario
+from dashboard.simulator.history import EVENT_SLOT, BlockEvent, Delivery, HistoryWorld, Incident, Stream, iso
 from dashboard.simulator.payloads import (
     ERC20_APPROVAL,
     ERC20_TRANSFER,
@@ -40,6 +41,7 @@ from dashboard.simulator.payloads import (
 ERROR_THRESHOLD = 70
 TERMINATE_AFTER = 86400.0
 IN_ERROR = "Stream is in error state"
+TERMINATED = "Stream is terminated"
 
 DESCRIPTIONS = {
     "usdc-transfers": "USDC transfers and approvals of the payment wallets",
@@ -114,13 +116,17 @@ class _Ledger:
     status: dict[str, str]
     message: dict[str, str]
     since: dict[str, float]
+    # When the stream last went into `error` (kept once terminated); None while it has not since it was active.
+    error_since: dict[str, float | None]
     counts: dict[str, Counts]
     last_attempt: float | None = None
     transitions: list[Transition] = field(default_factory=list)
     # (time, order key, attempt number, item): scheduled attempts and actions still ahead of `t`.
     heap: list[tuple[float, str, int, Any]] = field(default_factory=list)
-    # (block time, (logs, txs, internal txs)) per block event, for the events whose deliveries are recent.
-    sizes: dict[str, tuple[float, tuple[int, int, int]]] = field(default_factory=dict)
+    # Block events processed whose sizes (logs, txs, internal txs) are not counted yet: counted when the
+    # stats are read, so that walking the history never builds every payload.
+    unsized: list[tuple[str, BlockEvent]] = field(default_factory=list)
+    sizes: dict[tuple[str, float], tuple[int, int, int]] = field(default_factory=dict)
 
 
 class StreamsWorld:
@@ -133,6 +139,14 @@ class StreamsWorld:
         self._actions: list[Action] = []
         self._ledger: _Ledger | None = None
         self._resends: dict[tuple[str, int], int] = {}
+        history.settle = self.settle
+
+    def settle(self, now: float) -> None:
+        """Bring the walk up to `now` before the history is read at `now` (never back: what the walk left
+        out after `now` is not visible at `now` anyway)."""
+        with self._lock:
+            if self._ledger is None or now > self._ledger.t:
+                self._advance(now)
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -156,11 +170,16 @@ class StreamsWorld:
         """Per-stream counts since the streams were created, and when they last changed."""
         with self._lock:
             ledger = self._advance(now)
+            self._count_sizes(ledger)
             copies = {sid: Counts(**vars(c)) for sid, c in ledger.counts.items()}
             return copies, ledger.last_attempt if ledger.last_attempt is not None else ledger.origin
 
     def render(self, stream: Stream, now: float) -> dict[str, Any]:
-        status, message = self.status(stream, now)
+        with self._lock:
+            ledger = self._advance(now)
+            status, message = ledger.status[stream.id], ledger.message[stream.id]
+            updated = ledger.since[stream.id]
+            error_since = ledger.error_since[stream.id]
         return {
             "id": stream.id,
             "webhookUrl": stream.webhook.url,
@@ -180,6 +199,9 @@ class StreamsWorld:
             "triggers": None,
             "status": status,
             "statusMessage": message,
+            "updatedAt": iso(updated),
+            # DECISION (contract §5): as on the newer stream shapes; null unless in error or terminated.
+            "isErrorSince": iso(error_since) if error_since is not None and status != "active" else None,
         }
 
     # -- actions -----------------------------------------------------------------------------------
@@ -201,7 +223,7 @@ class StreamsWorld:
         n = sum(1 for d in self.history.extras if d.test and d.event.stream.id == stream.id)
         r = entropy.rng(self.history.seed, "test-webhook", stream.id, n)
         event = BlockEvent(key=f"{stream.id}:test:{n}", stream=stream, number=0, ts=now)
-        delivery = Delivery(entropy.uuid4(r), now, event, True, test=True)
+        delivery = Delivery(entropy.uuid4(r), now, event, True, test=True, extra=True)
         self.history.add_extra(delivery)
         self._push_delivery(ledger, delivery)
         self._run(ledger, now)
@@ -210,8 +232,9 @@ class StreamsWorld:
         """One new attempt of `delivery` now; the refusal's text when the stream cannot send."""
         with self._lock:
             ledger = self._advance(now)
-            if ledger.status[stream.id] in ("error", "terminated"):
-                return IN_ERROR
+            refused = _refusal(ledger.status[stream.id])
+            if refused:
+                return refused
             error = self.history.replay(delivery, now)
             self._act(ledger, Action(now, "replay", stream.id, delivery=delivery, error=error))
             return None
@@ -220,13 +243,14 @@ class StreamsWorld:
         """A new delivery of block `number` to `stream`, made now; or the refusal's text."""
         with self._lock:
             ledger = self._advance(now)
-            if ledger.status[stream.id] in ("error", "terminated"):
-                return IN_ERROR
+            refused = _refusal(ledger.status[stream.id])
+            if refused:
+                return refused
             n = self._resends.get((stream.id, number), 0)
             self._resends[(stream.id, number)] = n + 1
             event = self._block_event(stream, number, now)
             r = entropy.rng(self.history.seed, "resend", stream.id, number, n)
-            delivery = Delivery(entropy.uuid4(r), now, event, True)
+            delivery = Delivery(entropy.uuid4(r), now, event, True, extra=True)
             self.history.add_extra(delivery)
             self._act(ledger, Action(now, "resend", stream.id, delivery=delivery))
             return delivery
@@ -238,8 +262,17 @@ class StreamsWorld:
         for d in index.deliveries[lo:hi]:
             if d.event.key == key:
                 return d.event
-        ts = catalog.ANCHOR_TS + (number - stream.chain.anchor_block) * stream.chain.block_seconds
-        return BlockEvent(key=key, stream=stream, number=number, ts=ts)
+        return BlockEvent(key=key, stream=stream, number=number, ts=catalog.block_time(stream.chain, number))
+
+    def receivers_up(self, now: float, stream: Stream | None = None) -> list[Incident]:
+        """The simulator's control: the scripted outages under way end now (of one stream's URL, or all)."""
+        with self._lock:
+            ledger = self._advance(now)
+            ended = self.history.receivers_up(now, stream.webhook.url if stream is not None else None)
+            if ended:
+                # The walk's own copies of the deliveries with attempts still ahead.
+                self.history.forget_attempts(item for _, _, _, item in ledger.heap if isinstance(item, Delivery))
+            return ended
 
     def _act(self, ledger: _Ledger, action: Action) -> None:
         self._actions.append(action)
@@ -262,6 +295,7 @@ class StreamsWorld:
         return ledger
 
     def _fresh(self) -> _Ledger:
+        self.history.forget_statuses()
         ledger = _Ledger(
             origin=self.origin,
             t=self.origin,
@@ -271,11 +305,18 @@ class StreamsWorld:
             status={s.id: "active" for s in self.history.streams},
             message={s.id: "Stream is active" for s in self.history.streams},
             since={s.id: self.origin for s in self.history.streams},
+            error_since={s.id: None for s in self.history.streams},
             counts={s.id: Counts() for s in self.history.streams},
         )
         for n, action in enumerate(self._actions, start=1):
             if action.kind != "resend":
                 heapq.heappush(ledger.heap, (action.at, f"~{n:08d}", 0, action))
+        by_tag = {s.tag: s for s in self.history.streams}
+        for n, scripted in enumerate(scenario.STATUSES):
+            stream = by_tag.get(scripted.tag)
+            if stream is not None:
+                at = max(self.origin, self.history.start + scripted.at)
+                heapq.heappush(ledger.heap, (at, f"~s{n:03d}", 0, Action(at, "status", stream.id, scripted.status)))
         return ledger
 
     def _run(self, ledger: _Ledger, until: float) -> None:
@@ -304,8 +345,6 @@ class StreamsWorld:
             for d in self.history.extras:
                 if int(d.date // EVENT_SLOT) == slot and d.date >= ledger.origin:
                     self._push_delivery(ledger, d)
-            # Sizes of blocks whose two deliveries are both done are no longer needed.
-            ledger.sizes = {k: v for k, v in ledger.sizes.items() if v[0] >= bound - 2 * EVENT_SLOT}
         self._terminate_due(ledger, until)
         ledger.t = max(ledger.t, until)
 
@@ -314,17 +353,24 @@ class StreamsWorld:
             heapq.heappush(ledger.heap, (at, d.id, n, d))
 
     def _apply_attempt(self, ledger: _Ledger, d: Delivery, order: int, at: float) -> None:
-        if self.history.cancelled(d, at):
+        if self.history.cancelled(d, at) or self.history.stopped(d, order):
             return
-        error = self.history.attempts(d)[order][1]
-        counts = ledger.counts[d.event.stream.id]
+        attempts = self.history.attempts(d)
+        if order >= len(attempts) or attempts[order][0] != at:
+            # An outage ended early by the control: this retry is no longer due.
+            return
+        stream = d.event.stream
+        if ledger.status[stream.id] != "active" and not (order == 0 and d.extra):
+            # Not processed (contract §5): a new block is not recorded; a retry is not made, nor any after it.
+            if order == 0:
+                self.history.drop(d)
+            else:
+                self.history.stop(d, order)
+            return
         if order == 0 and not d.test:
             # A block is processed once per delivery; retries send what was built.
-            logs, txs, internal = self._sizes(ledger, d.event)
-            counts.logs += logs
-            counts.txs += txs
-            counts.txs_internal += internal
-        self._count(ledger, d.event.stream, at, error)
+            ledger.unsized.append((stream.id, d.event))
+        self._count(ledger, stream, at, attempts[order][1])
 
     def _apply_action(self, ledger: _Ledger, action: Action) -> None:
         stream = self.by_id[action.stream_id]
@@ -356,6 +402,10 @@ class StreamsWorld:
     def _set(self, ledger: _Ledger, stream: Stream, status: str, at: float) -> None:
         ledger.status[stream.id] = status
         ledger.since[stream.id] = at
+        if status == "error":
+            ledger.error_since[stream.id] = at
+        elif status != "terminated":
+            ledger.error_since[stream.id] = None
         ledger.message[stream.id] = _message(status, stream, ledger.rates[stream.webhook.url])
         ledger.transitions.append(Transition(at, stream.id, status, ledger.rates[stream.webhook.url]))
 
@@ -364,15 +414,33 @@ class StreamsWorld:
             if ledger.status[stream.id] == "error" and ledger.since[stream.id] + TERMINATE_AFTER <= until:
                 self._set(ledger, stream, "terminated", ledger.since[stream.id] + TERMINATE_AFTER)
 
-    def _sizes(self, ledger: _Ledger, event: BlockEvent) -> tuple[int, int, int]:
-        known = ledger.sizes.get(event.key)
-        if known is not None:
-            return known[1]
-        # Built here rather than taken from the history's cache, which serves the records being read.
-        payload = build_payload(self.history.seed, event)
-        sizes = (len(payload["logs"]), len(payload["txs"]), len(payload["txsInternal"]))
-        ledger.sizes[event.key] = (event.ts, sizes)
-        return sizes
+    def _count_sizes(self, ledger: _Ledger) -> None:
+        """Add the sizes of the blocks processed since the stats were last read."""
+        for stream_id, event in ledger.unsized:
+            key = (event.key, event.ts)
+            sizes = ledger.sizes.get(key)
+            if sizes is None:
+                # Built here rather than taken from the history's cache, which serves the records being read.
+                payload = build_payload(self.history.seed, event)
+                sizes = (len(payload["logs"]), len(payload["txs"]), len(payload["txsInternal"]))
+                ledger.sizes[key] = sizes
+            counts = ledger.counts[stream_id]
+            counts.logs += sizes[0]
+            counts.txs += sizes[1]
+            counts.txs_internal += sizes[2]
+        ledger.unsized = []
+        # The two deliveries of a block are counted by then, or soon: keep only the newest blocks' sizes.
+        newest = ledger.t - 2 * EVENT_SLOT
+        ledger.sizes = {k: v for k, v in ledger.sizes.items() if k[1] >= newest}
+
+
+def _refusal(status: str) -> str:
+    """Why a replay or a re-sent block is refused in this status; "" when it is not."""
+    if status == "error":
+        return IN_ERROR
+    if status == "terminated":
+        return TERMINATED
+    return ""
 
 
 def _message(status: str, stream: Stream, rate: int) -> str:

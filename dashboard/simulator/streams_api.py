@@ -31,6 +31,8 @@ ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("stream", re.compile(rf"^/streams/(evm|aptos)/{_SEGMENT}/?\Z")),
     ("stream_status", re.compile(rf"^/streams/(evm|aptos)/{_SEGMENT}/status/?\Z")),
     ("resend_block", re.compile(rf"^/streams/evm/{_SEGMENT}/block-to-webhook/{_SEGMENT}/{_SEGMENT}/?\Z")),
+    # The simulator's own control, not the provider's: the receivers that are down come back now.
+    ("receivers_up", re.compile(r"^/simulator/receivers/up/?\Z")),
 )
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 STREAM_NOT_FOUND = "Stream not found"
@@ -63,6 +65,8 @@ def handle(world: World, request: app.Request, route: str) -> Response:
         return stream(world, parts[0], parts[1])
     if route == "stream_status":
         return stream_status(world, request, parts[0], parts[1])
+    if route == "receivers_up":
+        return receivers_up(world, request)
     return resend_block(world, parts[0], parts[1], parts[2])
 
 
@@ -127,6 +131,30 @@ def stream_status(world: World, request: app.Request, kind: str, raw_id: str) ->
     if refused is not None:
         return error(400, refused, nest=False)
     return ok(world.streams.render(found, now))
+
+
+def receivers_up(world: World, request: app.Request) -> Response:
+    """`POST /simulator/receivers/up` (body `{"streamId": ...}` optional): the scripted outages under way end
+    now, on that stream's webhook URL or on all; answers the ones it ended."""
+    try:
+        body = orjson.loads(request.body) if request.body else None
+    except orjson.JSONDecodeError:
+        raise app.BadParams(["Invalid JSON body"]) from None
+    raw = body.get("streamId") if isinstance(body, dict) else None
+    found = None
+    if raw is not None:
+        found = _stream(world, str(raw), "streamId")
+        if found is None:
+            return error(404, STREAM_NOT_FOUND, nest=False)
+    now = world.clock.timestamp()
+    ended = world.streams.receivers_up(now, found)
+    return ok(
+        {
+            "receivers": [
+                {"webhookUrl": i.url, "kind": i.kind, "downSince": iso(i.start), "upAt": iso(now)} for i in ended
+            ]
+        }
+    )
 
 
 def stats(world: World) -> Response:

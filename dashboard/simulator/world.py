@@ -32,6 +32,7 @@ class World:
             deliveries_per_minute=config.deliveries_per_minute,
             window_days=config.history_window_days,
             streams=config.streams,
+            receiver_back_after=config.receiver_back_after,
         )
         # The streams were created when the oldest record of the scenario's first window was made.
         self.streams = StreamsWorld(
