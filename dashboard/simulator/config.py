@@ -46,12 +46,12 @@ class SimulatorConfig:
     deliveries_per_minute: float = 0.4
     history_window_days: int = 7
     streams: int = 6
-    # How long a newly requested NFT contract stays SYNCING, in simulated seconds.
-    owners_sync_delay: float = 20.0
-    # Base URL that browsers reach the simulator on, for the media (thumbnail) URLs in owners answers;
     # Seconds after the scenario's start when the receiver that is down at the start comes back (scenario.py);
     # `POST /simulator/receivers/up` brings it back earlier.
     receiver_back_after: float = 240.0
+    # How long a newly requested NFT contract stays SYNCING, in simulated seconds.
+    owners_sync_delay: float = 20.0
+    # Base URL that browsers reach the simulator on, for the media (thumbnail) URLs in owners answers;
     # None means the URL each request came in on (its Host header).
     public_url: str | None = None
     # Seconds a connection may sit idle (between requests, or inside one) before the server drops it.
