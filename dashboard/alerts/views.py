@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from csp.constants import HEADER as CSP_HEADER
 from csp.utils import build_policy
+from django.conf import settings
 from django.contrib import messages
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -14,12 +16,16 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.access import staff_required, viewer_required
+from dashboard.actions.models import ACT_AT_PROVIDER
 from dashboard.alerts import mail, workflow
 from dashboard.alerts.forms import AssignForm, MuteForm, NoteForm, SnoozeForm
 from dashboard.alerts.impact import incident_impact
 from dashboard.alerts.messages import deliveries_queries
 from dashboard.alerts.models import AlertRule, Incident, Notification, NotificationStatus
 from dashboard.alerts.timeline import timeline
+from dashboard.deliveries.links import deliveries_list_query
+from dashboard.deliveries.models import Stream
+from dashboard.deliveries.schedule import retries_stopped
 from dashboard.text import visible
 from dashboard.times import iso_minutes
 
@@ -83,8 +89,22 @@ def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
             "channel_deliveries": incident.channel_deliveries.select_related("channel").order_by("created_at", "pk"),
             "deliveries": deliveries_queries(incident),
             "impact": incident_impact(incident, now),
+            **_stream_context(request, incident),
         },
     )
+
+
+def _stream_context(request: HttpRequest, incident: Incident) -> dict[str, Any]:
+    """Whether the provider still retries the incident's stream's deliveries, and (for a user who may act at the
+    provider) the list filter a replay of its failures starts from (web:replay prepares it, to be confirmed)."""
+    if not incident.stream_id:
+        return {}
+    status = Stream.objects.statuses_not_active([incident.stream_id]).get(incident.stream_id, "")
+    may_act = bool(settings.PROVIDER_WRITES) and request.user.has_perm(ACT_AT_PROVIDER)
+    return {
+        "retries_stopped": retries_stopped(status),
+        "replay_filters": deliveries_list_query(stream=incident.stream_id, status="failing") if may_act else "",
+    }
 
 
 @viewer_required

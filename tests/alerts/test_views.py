@@ -160,3 +160,31 @@ def test_staff_preview_each_mail(staff: Client, name: str) -> None:
 
 def test_previews_are_for_staff(viewer: Client) -> None:
     assert viewer.get("/alerts/preview/digest/").status_code == 403
+
+
+def test_the_incident_page_links_to_its_stream_and_offers_a_replay_to_those_who_may_act(
+    viewer: Client, staff: Client
+) -> None:
+    incident = open_incident()
+    url = f"/alerts/incidents/{incident.pk}/"
+    seen = viewer.get(url).content.decode()
+    assert f'href="/streams/{incident.stream_id}/"' in seen
+    assert 'id="replay-failures"' not in seen and "Replay failures" not in seen
+
+    page = staff.get(url).content.decode()
+    assert 'id="replay-failures"' in page and "Replay failures…" in page
+    filters = f"stream={incident.stream_id}&amp;status=failing"
+    assert f'<input type="hidden" name="filters" value="{filters}">' in page
+    # The button leads into the replay's prepare flow, which names the stream's failing deliveries to confirm.
+    prepared = staff.post("/actions/replay/", {"filters": filters.replace("&amp;", "&")})
+    assert prepared.status_code == 302 and prepared["Location"].startswith("/actions/")
+
+
+def test_the_incident_page_says_retries_stopped_for_a_stream_not_active_at_the_provider(viewer: Client) -> None:
+    from dashboard.deliveries.models import Stream
+
+    incident = open_incident()
+    url = f"/alerts/incidents/{incident.pk}/"
+    assert "retries stopped" not in viewer.get(url).content.decode()
+    Stream.objects.filter(stream_id=incident.stream_id).update(provider_status="terminated")
+    assert "retries stopped: stream terminated at the provider" in viewer.get(url).content.decode()
