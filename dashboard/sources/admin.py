@@ -13,10 +13,19 @@ from django.shortcuts import get_object_or_404
 from django.urls import path
 
 from dashboard.sources.clients import probe_client
+from dashboard.sources.defaults import ENVIRONMENT_VARIABLES, managed_by_environment
 from dashboard.sources.models import Source
 from dashboard.upstream import errors
 from dashboard.upstream.client import scrub_key
 from dashboard.upstream.history import fetch_history_page
+
+URL_FIELDS = ("streams_base_url", "evm_base_url", "aptos_mainnet_base_url", "aptos_testnet_base_url")
+# The form's fields for what the environment sets on its source (`ENVIRONMENT_VARIABLES`).
+ENVIRONMENT_FORM_FIELDS = ("new_api_key", *URL_FIELDS)
+
+
+def set_by_environment(variable: str) -> str:
+    return f"Set by {variable} in the environment; change it there and restart."
 
 
 class SourceForm(forms.ModelForm):
@@ -43,6 +52,11 @@ class SourceForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if managed_by_environment(self.instance):
+            # Not form fields at all, so nothing posted can change them (the admin shows them read-only).
+            for name in ENVIRONMENT_FORM_FIELDS:
+                del self.fields[name]
+            return
         field = self.fields["new_api_key"]
         if self.instance.pk and self.instance.api_key:
             field.help_text = "A key is stored. Leave this empty to keep it; type a new key to replace it."
@@ -50,14 +64,10 @@ class SourceForm(forms.ModelForm):
             field.help_text = "No key is stored: the poller cannot read this source until one is entered."
         else:
             field.required = True
-        if self.instance.is_default:
-            field.help_text += (
-                " This source is made from the MORALIS_* environment variables, which win at the next start."
-            )
 
     def save(self, commit: bool = True) -> Source:
         source: Source = super().save(commit=False)
-        new_key = self.cleaned_data.get("new_api_key")
+        new_key = self.cleaned_data.get("new_api_key") if "new_api_key" in self.fields else None
         if new_key:
             source.set_api_key(new_key)
         if commit:
@@ -104,12 +114,48 @@ class SourceAdmin(admin.ModelAdmin):
         "last_error_message", "consecutive_failures", "key_rejected_at", "backoff_until", "newest_upstream_date",
         "synced_through", "records_last_poll", "last_revisit_at",
     )
-    fieldsets = (
-        (None, {"fields": ("name", "new_api_key", "enabled", "is_default")}),
-        ("Base URLs", {"fields": ("streams_base_url", "evm_base_url", "aptos_mainnet_base_url",
-                                  "aptos_testnet_base_url")}),
-        ("Sync state (written by the poller)", {"fields": readonly_fields[1:]}),
-    )
+    sync_fieldset = ("Sync state (written by the poller)", {"fields": readonly_fields[1:]})
+
+    def get_fieldsets(self, request: HttpRequest, obj: Source | None = None) -> Any:
+        if obj is not None and managed_by_environment(obj):
+            return (
+                (None, {"fields": ("name", "environment_key", "enabled", "is_default")}),
+                ("Base URLs", {"fields": tuple(f"environment_{name}" for name in URL_FIELDS)}),
+                self.sync_fieldset,
+            )
+        return (
+            (None, {"fields": ("name", "new_api_key", "enabled", "is_default")}),
+            ("Base URLs", {"fields": URL_FIELDS}),
+            self.sync_fieldset,
+        )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Source | None = None) -> Any:
+        if obj is not None and managed_by_environment(obj):
+            return (*self.readonly_fields, "environment_key", *(f"environment_{name}" for name in URL_FIELDS))
+        return self.readonly_fields
+
+    @admin.display(description="API key")
+    def environment_key(self, source: Source) -> str:
+        return set_by_environment(ENVIRONMENT_VARIABLES["api_key"])
+
+    def _environment_url(self, source: Source, name: str) -> str:
+        return f"{getattr(source, name)} — {set_by_environment(ENVIRONMENT_VARIABLES[name])}"
+
+    @admin.display(description="Streams base URL")
+    def environment_streams_base_url(self, source: Source) -> str:
+        return self._environment_url(source, "streams_base_url")
+
+    @admin.display(description="EVM base URL")
+    def environment_evm_base_url(self, source: Source) -> str:
+        return self._environment_url(source, "evm_base_url")
+
+    @admin.display(description="Aptos mainnet base URL")
+    def environment_aptos_mainnet_base_url(self, source: Source) -> str:
+        return self._environment_url(source, "aptos_mainnet_base_url")
+
+    @admin.display(description="Aptos testnet base URL")
+    def environment_aptos_testnet_base_url(self, source: Source) -> str:
+        return self._environment_url(source, "aptos_testnet_base_url")
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Deleting a source deletes its whole delivery history (and the confirmation page would list it);

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.test import Client
 
+from dashboard.sources.defaults import ensure_default_source
 from dashboard.sources.models import Source
 from tests.conftest import SIMULATOR_KEY
 
@@ -151,3 +152,75 @@ def test_the_connection_test_copes_with_missing_or_unsendable_keys(
     assert ("no API key is stored" if not key else "cannot be sent") in body
     if key:
         assert key not in body
+
+
+# --- The default source: the environment owns its key and base URLs --------------------------------------
+
+ENV_KEY = "environment-secret-key-0005"
+ENV_STREAMS = "https://streams.environment.example"
+
+
+@pytest.fixture
+def environment(settings: Any) -> Any:
+    settings.MORALIS_API_KEY = ENV_KEY
+    settings.MORALIS_STREAMS_BASE_URL = ENV_STREAMS
+    return settings
+
+
+def test_the_environments_source_shows_its_key_and_urls_read_only_and_says_where_they_are_set(
+    staff_client: Client, environment: Any
+) -> None:
+    source = ensure_default_source()
+    assert source is not None
+
+    body = staff_client.get(change_url(source)).content.decode()
+    assert 'name="new_api_key"' not in body and 'name="streams_base_url"' not in body
+    assert "Set by MORALIS_API_KEY in the environment; change it there and restart." in body
+    assert f"{ENV_STREAMS} — Set by MORALIS_STREAMS_BASE_URL in the environment" in body
+    assert "at the next start" not in body
+    assert_no_key(staff_client.get(change_url(source)), ENV_KEY)
+
+    # Without MORALIS_API_KEY the environment owns nothing, and the source is edited like any other.
+    environment.MORALIS_API_KEY = ""
+    body = staff_client.get(change_url(source)).content.decode()
+    assert 'name="new_api_key"' in body and 'name="streams_base_url"' in body
+    assert "Set by MORALIS_API_KEY" not in body
+
+
+def test_a_key_or_url_posted_for_the_environments_source_is_not_taken(
+    staff_client: Client, environment: Any
+) -> None:
+    source = ensure_default_source()
+    assert source is not None
+    typed = form_data(source, name="main", new_api_key="typed-in-the-admin-0006",
+                      streams_base_url="https://typed.example")
+    response = staff_client.post(change_url(source), {**typed, "enabled": ""}, follow=True)
+    assert response.status_code == 200
+
+    source.refresh_from_db()
+    # What the admin may change is saved; what the environment sets is not, so no poll has to revert it.
+    assert source.name == "main" and not source.enabled
+    assert source.api_key == ENV_KEY and source.streams_base_url == ENV_STREAMS
+    assert ensure_default_source() == source
+    source.refresh_from_db()
+    assert source.api_key == ENV_KEY and source.name == "main"
+
+
+def test_a_source_added_in_the_admin_is_never_touched_by_the_environment(
+    staff_client: Client, plain_source: Source, environment: Any
+) -> None:
+    # Even one named like the environment's, added before the environment's could be made.
+    data = form_data(plain_source, name="default", new_api_key="admin-typed-key-0007")
+    staff_client.post(f"{LIST}add/", data, follow=True)
+    added = Source.objects.get(name="default")
+    body = staff_client.get(change_url(added)).content.decode()
+    assert 'name="new_api_key"' in body and "Set by MORALIS_API_KEY" not in body
+
+    ensure_default_source()
+    added.refresh_from_db()
+    assert added.api_key == "admin-typed-key-0007" and not added.is_default
+    assert added.streams_base_url == plain_source.streams_base_url
+    staff_client.post(change_url(added), form_data(added, new_api_key="admin-typed-key-0008"), follow=True)
+    ensure_default_source()
+    added.refresh_from_db()
+    assert added.api_key == "admin-typed-key-0008"
