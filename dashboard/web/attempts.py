@@ -28,6 +28,8 @@ LOGS = "provider's log"
 REPLAY = "replay from here"
 POLL = "seen by a poll"
 SCHEDULE = "by the schedule"
+# An attempt the schedule places that a poll also saw (its retry count): one attempt, listed once.
+SCHEDULE_SEEN = "by the schedule, seen by a poll"
 
 
 @dataclass(frozen=True)
@@ -68,21 +70,30 @@ def attempt_history(
         if item.state == ItemState.REPLAYED and item.answered_at is not None:
             attempts.append(Attempt(item.answered_at, REPLAY, item.retries_before, item.delivered,
                                     "" if item.delivered else item.answer, exact=item.delivered is not None))
+    # One attempt per retry count: a poll saw the attempt that its retry count names (the first time it saw that
+    # count; a later change at the same count, such as the status giving up, is no new attempt), which the
+    # provider's logs or the schedule also place.
+    seen: dict[int, DeliveryChange] = {}
     for change in changes:
-        attempts.append(Attempt(change.seen_at, POLL, change.retries, change.status == DeliveryStatus.DELIVERED,
-                                change.error_message, exact=False))
+        seen.setdefault(change.retries, change)
+    logged = {a.retries for a in attempts if a.origin == LOGS}
     if not logs:
-        # The schedule's attempts up to the retry count we hold (the first one at the delivery's date). A
-        # delivery a replay delivered did not succeed on the schedule.
+        # The schedule's attempts up to the retry count we hold (the first one at the delivery's date), with what
+        # a poll saw of each. A delivery a replay delivered did not succeed on the schedule.
         replayed = any(item.delivered for item in replays)
         last = max(0, min(delivery.retries, MAX_RETRIES))
         for k in range(last + 1):
             final = k == last
+            change = seen.pop(k, None)
             attempts.append(Attempt(
-                attempt_at(delivery.date, k), SCHEDULE, k,
+                attempt_at(delivery.date, k), SCHEDULE_SEEN if change else SCHEDULE, k,
                 (not delivery.is_failure and not replayed) if final else False,
-                delivery.error_message if final else "", exact=k == 0,
+                (change.error_message if change else "") or (delivery.error_message if final else ""), exact=k == 0,
             ))
+    for retries, change in seen.items():
+        if retries not in logged:
+            attempts.append(Attempt(change.seen_at, POLL, change.retries, change.status == DeliveryStatus.DELIVERED,
+                                    change.error_message, exact=False))
     return sorted(attempts, key=lambda a: (a.at, a.origin))
 
 
@@ -109,9 +120,9 @@ def recovery(delivery: Delivery, attempts: Sequence[Attempt]) -> Recovery | None
     failed_first = any(a.succeeded is False for a in attempts) or delivery.retries > 0
     if not failed_first:
         return None
-    for origin in (LOGS, REPLAY, SCHEDULE, POLL):
-        successes = [a for a in attempts if a.origin == origin and a.succeeded]
+    for origins in ((LOGS,), (REPLAY,), (SCHEDULE, SCHEDULE_SEEN), (POLL,)):
+        successes = [a for a in attempts if a.origin in origins and a.succeeded]
         if successes:
             first = successes[0]
-            return Recovery(first.at, (first.at - delivery.date).total_seconds(), origin)
+            return Recovery(first.at, (first.at - delivery.date).total_seconds(), first.origin)
     return None

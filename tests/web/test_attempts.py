@@ -54,6 +54,26 @@ def test_the_delivery_page_lists_the_attempts_and_the_time_to_recovery(db: None,
     assert f"Recovered <strong>{ATTEMPT_OFFSETS[2] // 60} min</strong>" in body
 
 
+def test_each_attempt_is_listed_once_whether_the_schedule_places_it_or_a_poll_saw_it(
+    db: None, logged_in_client: Client
+) -> None:
+    source = make_source()
+    first = timezone.now() - timedelta(hours=3)
+    record = history_record(date=first, error="Request failed with status code 500")
+    store(source, record)
+    store(source, dict(record, errorMessage="socket hang up", tinyPayload={**record["tinyPayload"], "retries": 2}))
+    # The same retry count again, now given up by a status change: no new attempt.
+    store(source, dict(record, errorMessage="socket hang up", tinyPayload={**record["tinyPayload"], "retries": 2},
+                       status="failed"))
+    response = logged_in_client.get(f"/deliveries/{record['id']}/")
+    attempts = response.context["attempts"]
+    assert [a.retries for a in attempts] == [0, 1, 2]
+    assert [a.origin for a in attempts] == ["by the schedule, seen by a poll", "by the schedule",
+                                            "by the schedule, seen by a poll"]
+    # What the poll saw of each attempt stays on its line.
+    assert attempts[2].error == "socket hang up" and attempts[0].error == "Request failed with status code 500"
+
+
 def test_the_providers_logs_give_the_exact_attempts(polled: Any, sim: Any, logged_in_client: Client) -> None:
     recovered = (
         Delivery.objects.filter(source=polled, status=DeliveryStatus.DELIVERED, retries__gte=1)
