@@ -261,3 +261,28 @@ def test_deliveries_of_a_stream_not_active_at_the_provider_are_not_shown_as_retr
     assert row.schedule.next_retry == failing.date + timedelta(seconds=660)
     assert stopped not in logged_in_client.get("/deliveries/").content.decode()
     assert "Next attempt" in logged_in_client.get(f"/deliveries/{failing.pk}/").content.decode()
+
+
+def test_a_bare_event_name_in_the_search_box_is_looked_for_as_the_event(
+    plain_source: Source, logged_in_client: Client
+) -> None:
+    from tests.web.test_decoded_payload import payload
+
+    (holding,) = store(plain_source, record(date=timezone.now() - timedelta(minutes=5), payload=payload()))
+    assert "event:transfer" in holding.search_keys
+    response = logged_in_client.get("/search/", {"q": "Transfer"})
+    assert response.status_code == 302
+    assert response["Location"] == "/search/?q=event%3ATransfer&word=Transfer"
+    page = logged_in_client.get(response["Location"])
+    assert [d.pk for d in page.context["deliveries"]] == [holding.pk]
+    body = " ".join(page.content.decode().split())
+    assert "“Transfer” is the name of a decoded event" in body and "error:Transfer" in body
+    # A word no delivery holds as an event is still error text.
+    assert logged_in_client.get("/search/", {"q": "Transferred"})["Location"].startswith("/deliveries/?")
+
+
+def test_the_search_box_placeholder_is_short_enough_to_show_whole(logged_in_client: Client) -> None:
+    body = logged_in_client.get("/search/").content.decode()
+    placeholder = body.split('name="q" maxlength="200"', 1)[1].split('placeholder="', 1)[1].split('"', 1)[0]
+    # The box narrows to 200 px, 30 of them the icon: about 24 characters of 13 px text fit; its title says all.
+    assert len(placeholder) <= 24, placeholder

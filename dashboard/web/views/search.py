@@ -10,9 +10,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from dashboard.accounts.access import viewer_required
-from dashboard.deliveries.models import Delivery, Stream
+from dashboard.deliveries.models import Delivery, EventRollup, Stream
 from dashboard.deliveries.schedule import MAX_RETRIES
-from dashboard.deliveries.search import HELP, SearchError, parse_admin_search, search_deliveries
+from dashboard.deliveries.search import HELP, SearchError, event_name, parse_admin_search, search_deliveries
 from dashboard.replica import reads_replica
 from dashboard.web.forms import SearchForm
 from dashboard.web.views.common import bad_filters
@@ -33,11 +33,26 @@ def _jump(text: str) -> tuple[str | None, str | None]:
     if term.kind in ("uuid", "stream") and Stream.objects.filter(stream_id=term.value).exists():
         return f"{reverse('web:deliveries')}?{urlencode({'stream': term.value})}", None
     if term.kind == "error":
+        event = _event_named(term.value)
+        if event:
+            # A bare word that names a decoded event (`Transfer`) is looked for as one: error text holding it
+            # is found with the error: prefix, which the page then says.
+            return f"{reverse('web:search')}?{urlencode({'q': f'event:{event}', 'word': event})}", None
         return f"{reverse('web:deliveries')}?{urlencode({'status': 'failing', 'error': term.value})}", None
     if term.kind in ("uuid", "delivery", "stream"):
         kind = {"delivery": "delivery", "stream": "stream"}.get(term.kind, "delivery or stream")
         return None, f"No {kind} with this id ({term.value}) is stored here."
     return None, None
+
+
+def _event_named(text: str) -> str:
+    """The text as a decoded event's name when deliveries hold that event (one probe of the event rollup's
+    (event, hour) index), else ""."""
+    try:
+        name = event_name(text)
+    except SearchError:
+        return ""
+    return text.strip() if EventRollup.objects.for_event(name).exists() else ""
 
 
 @viewer_required
@@ -62,6 +77,8 @@ def search(request: HttpRequest) -> HttpResponse:
         "deliveries": results[:RESULTS],
         "more": len(results) > RESULTS,
         "help": HELP,
+        # The bare word the box was given, when it was read as the event of that name.
+        "word": request.GET.get("word", "")[:80] if term is not None and term.kind == "event" else "",
         "max_retries": MAX_RETRIES,
     }
     return render(request, "web/search.html", context)
