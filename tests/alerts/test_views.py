@@ -188,3 +188,20 @@ def test_the_incident_page_says_retries_stopped_for_a_stream_not_active_at_the_p
     assert "retries stopped" not in viewer.get(url).content.decode()
     Stream.objects.filter(stream_id=incident.stream_id).update(provider_status="terminated")
     assert "retries stopped: stream terminated at the provider" in viewer.get(url).content.decode()
+
+
+@pytest.mark.parametrize("name", ["incident_opened", "incident_resolved", "digest"])
+def test_the_mail_previews_figures_agree_and_placeholders_show(staff: Client, name: str) -> None:
+    from dashboard.alerts.mail import preview
+
+    mail = preview(name)
+    # 42 failures in the condition, 40 + 2 in the error groups, 32 still failing + 10 recovered in the impact.
+    assert "42 failed deliveries" in mail.text
+    assert "40 × connect ECONNREFUSED <ip>" in mail.text or "40</td>" in mail.html
+    text = " ".join(mail.text.split()).lower()
+    assert "failed so far 42" in text.replace(":", ""), text
+    assert "failing now 32" in text.replace(":", ""), text
+    # The masked parts of an error template show as such on the page, not as an empty gap read as markup.
+    page = staff.get(f"/alerts/preview/{name}/").content.decode()
+    assert "timeout of &lt;duration&gt; exceeded" in page
+    assert "timeout of <duration> exceeded" not in page
