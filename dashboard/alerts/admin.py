@@ -17,7 +17,7 @@ from dashboard.alerts import channels, workflow
 from dashboard.alerts.models import (
     AlertRule,
     Channel,
-    ChannelDelivery,
+    ChannelMessage,
     Condition,
     Incident,
     IncidentEvent,
@@ -145,8 +145,8 @@ class NotificationInline(admin.TabularInline):
         return False
 
 
-class ChannelDeliveryInline(admin.TabularInline):
-    model = ChannelDelivery
+class ChannelMessageInline(admin.TabularInline):
+    model = ChannelMessage
     fields = ("created_at", "channel", "kind", "status", "attempts", "sent_at", "error")
     readonly_fields = fields
     extra = 0
@@ -192,7 +192,7 @@ class IncidentAdmin(admin.ModelAdmin):
     search_fields = ("summary", "stream_id", "label")
     date_hierarchy = "opened_at"
     readonly_fields = [f.name for f in Incident._meta.fields]
-    inlines = [IncidentEventInline, NotificationInline, ChannelDeliveryInline]
+    inlines = [IncidentEventInline, NotificationInline, ChannelMessageInline]
     actions = ["acknowledge", "resolve"]
 
     @admin.display(description="summary", ordering="summary")
@@ -344,8 +344,8 @@ class ChannelAdmin(admin.ModelAdmin):
             )
 
 
-@admin.register(ChannelDelivery)
-class ChannelDeliveryAdmin(admin.ModelAdmin):
+@admin.register(ChannelMessage)
+class ChannelMessageAdmin(admin.ModelAdmin):
     list_display = ("created_at", "channel", "kind", "status", "incident", "attempts", "sent_at", "error")
     list_filter = ("status", "kind", "channel")
     list_select_related = ("channel", "incident")
@@ -354,7 +354,7 @@ class ChannelDeliveryAdmin(admin.ModelAdmin):
     # The payload is shown by `shown_payload`, in its place: Django's own display of a JSON field prints its
     # strings raw, rule and channel names typed by users among them.
     readonly_fields = [
-        "shown_payload" if f.name == "payload" else f.name for f in ChannelDelivery._meta.fields
+        "shown_payload" if f.name == "payload" else f.name for f in ChannelMessage._meta.fields
     ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -364,6 +364,6 @@ class ChannelDeliveryAdmin(admin.ModelAdmin):
         return False
 
     @admin.display(description="payload")
-    def shown_payload(self, delivery: ChannelDelivery) -> str:
+    def shown_payload(self, delivery: ChannelMessage) -> str:
         # The whole text made visible, whatever fields the payload has; the stored payload stays as sent.
         return visible(json.dumps(delivery.payload, ensure_ascii=False, indent=2, sort_keys=True))

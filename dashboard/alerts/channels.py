@@ -1,7 +1,7 @@
 """Alert channels besides email: Slack, Teams, Discord and the rest through Apprise, a signed JSON webhook,
 PagerDuty and Opsgenie — configured here, written here, sent by the outbox through their transports.
 
-Each incident transition writes one ChannelDelivery row per channel, in the transaction that writes the
+Each incident transition writes one ChannelMessage row per channel, in the transaction that writes the
 mail's Notification row. This table's part of sending (`ChannelOutbox`): a resolution waits for its opening
 to the same channel, a disabled channel sends nothing, and which transport carries each kind.
 
@@ -26,8 +26,8 @@ from dashboard.alerts.models import (
     APPRISE_KINDS,
     PAGER_KINDS,
     Channel,
-    ChannelDelivery,
     ChannelKind,
+    ChannelMessage,
     Incident,
     NotificationKind,
     NotificationStatus,
@@ -100,7 +100,7 @@ def store_settings(channel: Channel, *, url: str | None, secret: str | None) -> 
 
 def create_for_transition(
     incident: Incident, kind: str, now: datetime, *, pagers_only: bool = False
-) -> list[ChannelDelivery]:
+) -> list[ChannelMessage]:
     """The rows of one opening or resolution, one per channel; called inside the transition's transaction.
 
     An opening goes to the rule's enabled channels. A resolution goes to the channels its opening reached
@@ -110,7 +110,7 @@ def create_for_transition(
     if kind == NotificationKind.OPENED:
         channels = list(rule.channels.filter(enabled=True))
     else:
-        opened = ChannelDelivery.objects.filter(
+        opened = ChannelMessage.objects.filter(
             incident=incident, kind=NotificationKind.OPENED, status__in=_REACHING
         )
         channels = list(Channel.objects.filter(pk__in=opened.values("channel")))
@@ -127,7 +127,7 @@ def create_for_transition(
         try:
             with transaction.atomic():
                 created.append(
-                    ChannelDelivery.objects.create(
+                    ChannelMessage.objects.create(
                         channel=channel,
                         incident=incident,
                         kind=kind,
@@ -144,7 +144,7 @@ def create_for_transition(
     return created
 
 
-def create_test(channel: Channel, now: datetime) -> ChannelDelivery:
+def create_test(channel: Channel, now: datetime) -> ChannelMessage:
     links = {"alerts": alerts_link()}
     text = render_to_string("alerts/channels/test.txt", {"channel": channel, "now": now, "links": links})
     payload = {
@@ -155,7 +155,7 @@ def create_test(channel: Channel, now: datetime) -> ChannelDelivery:
         "incident": None,
         "links": links,
     }
-    return ChannelDelivery.objects.create(
+    return ChannelMessage.objects.create(
         channel=channel,
         kind=NotificationKind.TEST,
         payload=payload,
@@ -167,11 +167,11 @@ def create_test(channel: Channel, now: datetime) -> ChannelDelivery:
 # --- Sending -------------------------------------------------------------------------------------------
 
 
-def _opening_state(delivery: ChannelDelivery) -> str | None:
+def _opening_state(delivery: ChannelMessage) -> str | None:
     if delivery.incident_id is None:
         return None
     return (
-        ChannelDelivery.objects.filter(
+        ChannelMessage.objects.filter(
             incident_id=delivery.incident_id, channel_id=delivery.channel_id, kind=NotificationKind.OPENED
         )
         .values_list("status", flat=True)
@@ -179,7 +179,7 @@ def _opening_state(delivery: ChannelDelivery) -> str | None:
     )
 
 
-def transport_for(channel: Channel) -> Transport[ChannelDelivery]:
+def transport_for(channel: Channel) -> Transport[ChannelMessage]:
     url, secret = encryption.decrypt(channel.url_encrypted), encryption.decrypt(channel.secret_encrypted)
     if channel.kind in APPRISE_KINDS:
         return AppriseTransport(url)
@@ -192,14 +192,14 @@ def transport_for(channel: Channel) -> Transport[ChannelDelivery]:
     raise ValueError(f"unknown channel kind {channel.kind!r}")
 
 
-class ChannelOutbox(Outbox[ChannelDelivery]):
+class ChannelOutbox(Outbox[ChannelMessage]):
     name = "channel"
-    model = ChannelDelivery
+    model = ChannelMessage
 
     def rows(self):  # type: ignore[no-untyped-def]
-        return ChannelDelivery.objects.select_related("channel")
+        return ChannelMessage.objects.select_related("channel")
 
-    def gate(self, row: ChannelDelivery, now: datetime) -> Hold | None:
+    def gate(self, row: ChannelMessage, now: datetime) -> Hold | None:
         if row.kind == NotificationKind.RESOLVED:
             opening = _opening_state(row)
             if opening in (NotificationStatus.PENDING, NotificationStatus.SENDING):
@@ -211,22 +211,22 @@ class ChannelOutbox(Outbox[ChannelDelivery]):
             return Hold(NotificationStatus.SKIPPED, "channel disabled")
         return None
 
-    def transport(self, row: ChannelDelivery) -> Transport[ChannelDelivery]:
+    def transport(self, row: ChannelMessage) -> Transport[ChannelMessage]:
         return transport_for(row.channel)
 
-    def describe(self, row: ChannelDelivery) -> str:
+    def describe(self, row: ChannelMessage) -> str:
         return f"{row.payload.get('title', '')} ({visible(row.channel.name)})"
 
-    def on_attempt(self, row: ChannelDelivery, now: datetime, *, ok: bool, result: str) -> None:
+    def on_attempt(self, row: ChannelMessage, now: datetime, *, ok: bool, result: str) -> None:
         Channel.objects.filter(pk=row.channel_id).update(
             last_attempt_at=now, last_attempt_ok=ok, last_attempt_result=result[:500]
         )
 
-    def on_sent(self, row: ChannelDelivery, now: datetime) -> list[int]:
+    def on_sent(self, row: ChannelMessage, now: datetime) -> list[int]:
         """After an opening went out: the resolution to the same channel that waited for it, made due now."""
         if row.kind != NotificationKind.OPENED or row.incident_id is None:
             return []
-        waiting = ChannelDelivery.objects.filter(
+        waiting = ChannelMessage.objects.filter(
             incident_id=row.incident_id,
             channel_id=row.channel_id,
             kind=NotificationKind.RESOLVED,

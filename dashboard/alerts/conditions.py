@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q
 
-from dashboard.alerts.models import AlertRule, Condition, Scope, TargetKind
+from dashboard.alerts.models import AlertRule, Condition, TargetKind
 from dashboard.deliveries import pairs, url_health
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
@@ -51,13 +51,8 @@ class Observation:
 def scoped(rule: AlertRule) -> DeliveryQuerySet:
     # A failing test webhook is the provider checking the URL, not a chain event that went undelivered.
     deliveries = Delivery.objects.chain_events()
-    if rule.scope == Scope.STREAM:
-        return deliveries.filter(stream_id=rule.scope_value)
-    if rule.scope == Scope.TAG:
-        return deliveries.filter(tag=rule.scope_value)
-    if rule.scope == Scope.WEBHOOK_URL:
-        return deliveries.filter(webhook_url=rule.scope_value)
-    return deliveries
+    scope = rule.scope_filter()
+    return deliveries if scope is None else deliveries.filter(**{scope[0]: scope[1]})
 
 
 def observe(rule: AlertRule, now: datetime) -> list[Observation]:
@@ -221,7 +216,6 @@ def error_state_risk(rule: AlertRule, now: datetime) -> list[Observation]:
 
 # The gaps an incident's details list (the mail and the incident page), newest first.
 GAPS_LISTED = 5
-_GAP_SCOPES = {Scope.STREAM: "stream_id", Scope.TAG: "tag", Scope.WEBHOOK_URL: "webhook_url"}
 
 
 def confirmation_gap(rule: AlertRule, now: datetime) -> list[Observation]:
@@ -230,7 +224,7 @@ def confirmation_gap(rule: AlertRule, now: datetime) -> list[Observation]:
     failing while the unconfirmed one was delivered. The Confirmation gaps page's query (deliveries/pairs.py),
     narrowed to the rule's scope; bounded like the page."""
     since = now - timedelta(minutes=rule.window_minutes)
-    scope = (_GAP_SCOPES[Scope(rule.scope)], rule.scope_value) if rule.scope in _GAP_SCOPES else None
+    scope = rule.scope_filter()
     # No upper bound that matters (see the module's note on clocks): a day past now.
     gaps = pairs.confirmation_gaps(
         since, now + timedelta(days=1), grace=timedelta(seconds=settings.CONFIRMATION_GRACE_SECONDS), scope=scope
@@ -274,12 +268,12 @@ def confirmation_gap(rule: AlertRule, now: datetime) -> list[Observation]:
 def provider_error_state(rule: AlertRule, now: datetime) -> list[Observation]:
     """Streams the provider itself has in `error` or `terminated`, as the last stream sync read them."""
     streams = Stream.objects.failing_at_provider().filter(source__enabled=True)
-    if rule.scope == Scope.STREAM:
-        streams = streams.filter(stream_id=rule.scope_value)
-    elif rule.scope == Scope.TAG:
-        streams = streams.filter(tag=rule.scope_value)
-    elif rule.scope == Scope.WEBHOOK_URL:
-        streams = streams.filter(Q(provider_webhook_url=rule.scope_value) | Q(webhook_urls__contains=[rule.scope_value]))
+    scope = rule.scope_filter()
+    if scope is not None and scope[0] == "webhook_url":
+        # A stream's URL: what the provider has now, or any its deliveries went to.
+        streams = streams.filter(Q(provider_webhook_url=scope[1]) | Q(webhook_urls__contains=[scope[1]]))
+    elif scope is not None:
+        streams = streams.filter(**{scope[0]: scope[1]})
     found = []
     for stream in streams.order_by("stream_id"):
         url = stream.provider_webhook_url or (stream.webhook_urls[0] if stream.webhook_urls else "")

@@ -54,6 +54,9 @@ DIGEST_PERIODS = {Digest.HOURLY: timedelta(hours=1), Digest.DAILY: timedelta(day
 HELD_DIGEST_PERIOD = timedelta(hours=1)
 
 
+_SCOPE_COLUMNS = {Scope.STREAM: "stream_id", Scope.TAG: "tag", Scope.WEBHOOK_URL: "webhook_url"}
+
+
 class AlertRule(models.Model):
     name = models.CharField(max_length=100, unique=True)
     enabled = models.BooleanField(default=True)
@@ -148,6 +151,12 @@ class AlertRule(models.Model):
                 "chain's finality, or failing while its unconfirmed delivery went through"
             )
         return f"no successful poll for {self.stale_minutes} min"
+
+    def scope_filter(self) -> tuple[str, str] | None:
+        """The rule's scope as (column, value): the deliveries' (and streams') column it names — `stream_id`,
+        `tag` or `webhook_url` — and the value; None for everything. Every condition narrows by this."""
+        column = _SCOPE_COLUMNS.get(Scope(self.scope)) if self.condition != Condition.POLLER_STALE else None
+        return (column, self.scope_value) if column is not None else None
 
     def describe_scope(self) -> str:
         if self.scope == Scope.ALL or self.condition == Condition.POLLER_STALE:
@@ -421,7 +430,7 @@ class ChannelMessageKind(models.TextChoices):
     TEST = NotificationKind.TEST.value, "Test message"
 
 
-class ChannelDelivery(OutboxMessage):
+class ChannelMessage(OutboxMessage):
     """One message to one channel: an incident's opening or resolution, or a test.
 
     Written in the transaction of the transition, sent only by the worker that claims it with a conditional
@@ -429,9 +438,9 @@ class ChannelDelivery(OutboxMessage):
     same message.
     """
 
-    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="messages")
     incident = models.ForeignKey(
-        Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="channel_deliveries"
+        Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="channel_messages"
     )
     kind = models.CharField(max_length=16, choices=ChannelMessageKind.choices)
     payload = models.JSONField(default=dict)
@@ -439,7 +448,7 @@ class ChannelDelivery(OutboxMessage):
     token = models.UUIDField(db_default=RandomUUID(), editable=False)
 
     class Meta:
-        verbose_name_plural = "channel deliveries"
+        verbose_name_plural = "channel messages"
         ordering = ["-created_at", "-id"]
         constraints = [
             # One opening and one resolution per incident and channel, whoever writes them.

@@ -1,6 +1,6 @@
 """The outbox: how every outgoing message — a mail, a chat message, a page, a signed webhook — is sent once.
 
-A message is a row (`OutboxMessage`: a `Notification` for a mail, a `ChannelDelivery` for a channel) written
+A message is a row (`OutboxMessage`: a `Notification` for a mail, a `ChannelMessage` for a channel) written
 in the transaction of what it reports. From there one path sends them all:
 
 1. **Dispatch** (`dispatch_due`): after commit, one send task per row that is due — new and due, waiting out
@@ -35,7 +35,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from dashboard.alerts.models import ChannelDelivery, Notification, NotificationStatus, OutboxMessage
+from dashboard.alerts.models import ChannelMessage, Notification, NotificationStatus, OutboxMessage
 from dashboard.alerts.transports import SendFailed, Transport
 from dashboard.locks import exclusive, is_held, redis_client
 
@@ -276,7 +276,7 @@ def outbox(name: str) -> Outbox[Any]:
 def outbox_of(row: OutboxMessage) -> Outbox[Any]:
     if isinstance(row, Notification):
         return outbox("mail")
-    if isinstance(row, ChannelDelivery):
+    if isinstance(row, ChannelMessage):
         return outbox("channel")
     raise TypeError(f"no outbox for {type(row).__name__}")
 

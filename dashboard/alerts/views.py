@@ -86,7 +86,7 @@ def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
             "note_form": NoteForm(),
             "snooze_form": SnoozeForm(),
             "notifications": notifications,
-            "channel_deliveries": incident.channel_deliveries.select_related("channel").order_by("created_at", "pk"),
+            "channel_messages": incident.channel_messages.select_related("channel").order_by("created_at", "pk"),
             "deliveries": deliveries_queries(incident),
             "impact": incident_impact(incident, now),
             **_stream_context(request, incident),

@@ -13,7 +13,7 @@ from dashboard.alerts import channels, evaluate, mail
 from dashboard.alerts.models import (
     AlertRule,
     Channel,
-    ChannelDelivery,
+    ChannelMessage,
     Incident,
     IncidentEvent,
     IncidentEventKind,
@@ -54,7 +54,7 @@ def send_test(rule: AlertRule, now: datetime | None = None) -> Notification:
     return notification
 
 
-def send_channel_test(channel: Channel, now: datetime | None = None) -> ChannelDelivery:
+def send_channel_test(channel: Channel, now: datetime | None = None) -> ChannelMessage:
     with transaction.atomic():
         delivery = channels.create_test(channel, now or timezone.now())
         dispatch_due()

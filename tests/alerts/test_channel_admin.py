@@ -11,8 +11,8 @@ from dashboard import encryption
 from dashboard.alerts import channels
 from dashboard.alerts.models import (
     Channel,
-    ChannelDelivery,
     ChannelKind,
+    ChannelMessage,
     NotificationKind,
     NotificationStatus,
 )
@@ -89,7 +89,7 @@ def test_send_test_records_the_result_on_the_channel(staff: Client, django_captu
             )
         assert "test message queued" in response.content.decode()
         assert len(callbacks) == 1
-        delivery = ChannelDelivery.objects.get()
+        delivery = ChannelMessage.objects.get()
         assert delivery.kind == NotificationKind.TEST
 
         assert channels.CHANNELS.send(delivery.pk) == NotificationStatus.SENT

@@ -13,8 +13,8 @@ from dashboard import encryption
 from dashboard.alerts import channels, evaluate, outbox
 from dashboard.alerts.models import (
     Channel,
-    ChannelDelivery,
     ChannelKind,
+    ChannelMessage,
     Incident,
     NotificationKind,
     NotificationStatus,
@@ -107,9 +107,9 @@ def test_every_channel_gets_one_opening_and_one_resolution(server: Receiver) -> 
     assert {r.headers["authorization"] for r in genies} == {f"GenieKey {GENIE_KEY}"}
 
     assert len(server.requests) == 8
-    assert ChannelDelivery.objects.filter(status=NotificationStatus.SENT).count() == 8
+    assert ChannelMessage.objects.filter(status=NotificationStatus.SENT).count() == 8
     # Redelivered tasks and later sweeps find nothing left to send.
-    for delivery in ChannelDelivery.objects.all():
+    for delivery in ChannelMessage.objects.all():
         assert channels.CHANNELS.send(delivery.pk, now + timedelta(hours=1)) == NotificationStatus.SENT
     assert send_due(now + timedelta(hours=2)) == []
     assert len(server.requests) == 8
@@ -128,7 +128,7 @@ def test_the_webhook_is_signed_as_the_readme_says(server: Receiver) -> None:
     expected = hmac.new(SIGNING_SECRET.encode(), f"{timestamp}.".encode() + request.body, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(request.headers["x-stream-dashboard-signature"], f"sha256={expected}")
     assert request.headers["x-stream-dashboard-event"] == "incident.opened"
-    assert request.headers["x-stream-dashboard-delivery"] == str(ChannelDelivery.objects.get().pk)
+    assert request.headers["x-stream-dashboard-delivery"] == str(ChannelMessage.objects.get().pk)
     assert request.headers["content-type"] == "application/json"
     # A receiver holding another secret rejects it.
     forged = hmac.new(b"another-secret-0000", f"{timestamp}.".encode() + request.body, hashlib.sha256).hexdigest()
@@ -144,7 +144,7 @@ def test_a_failed_send_is_retried_with_backoff_and_accepted_once(server: Receive
     evaluate.evaluate_all(now)
 
     assert send_due(now) == ["retry"]
-    delivery = ChannelDelivery.objects.get()
+    delivery = ChannelMessage.objects.get()
     assert delivery.status == NotificationStatus.PENDING and delivery.attempts == 1
     assert delivery.next_attempt_at == now + timedelta(seconds=30)
     assert "503" in delivery.error
@@ -174,7 +174,7 @@ def test_retries_are_bounded(server: Receiver) -> None:
     for _ in range(outbox.MAX_SEND_ATTEMPTS + 2):
         send_due(at)
         at += timedelta(hours=2)
-    delivery = ChannelDelivery.objects.get()
+    delivery = ChannelMessage.objects.get()
     assert delivery.status == NotificationStatus.FAILED
     assert delivery.attempts == outbox.MAX_SEND_ATTEMPTS
     assert len(server.requests) == outbox.MAX_SEND_ATTEMPTS
@@ -187,7 +187,7 @@ def test_a_refusal_is_not_retried_and_the_resolution_is_skipped(server: Receiver
     server.answers = [400]
     open_and_resolve(now)
     # The opening never reached PagerDuty, so there is nothing to resolve there.
-    opening = ChannelDelivery.objects.get()
+    opening = ChannelMessage.objects.get()
     assert (opening.kind, opening.status, opening.attempts) == (NotificationKind.OPENED, NotificationStatus.FAILED, 1)
     assert len(server.requests) == 1
 
@@ -202,17 +202,17 @@ def test_a_resolution_waits_for_its_opening(server: Receiver) -> None:
     send_due(now)  # the trigger fails and waits for its retry
     incident = Incident.objects.get()
     evaluate.resolve_incident(incident, now + timedelta(seconds=5), by="sam")
-    resolution = ChannelDelivery.objects.get(kind=NotificationKind.RESOLVED)
+    resolution = ChannelMessage.objects.get(kind=NotificationKind.RESOLVED)
 
     # The resolution must not overtake the trigger: PagerDuty would keep the incident open.
     assert channels.CHANNELS.send(resolution.pk, now + timedelta(seconds=6)) == NotificationStatus.PENDING
     assert len(server.requests) == 1
 
     later = now + timedelta(seconds=31)  # the trigger's retry
-    opening = ChannelDelivery.objects.get(kind=NotificationKind.OPENED)
+    opening = ChannelMessage.objects.get(kind=NotificationKind.OPENED)
     assert channels.CHANNELS.send(opening.pk, later) == NotificationStatus.SENT
     # The task that sent the opening queues the resolution that waited for it, due at once.
-    assert channels.CHANNELS.on_sent(ChannelDelivery.objects.get(pk=opening.pk), later) == [resolution.pk]
+    assert channels.CHANNELS.on_sent(ChannelMessage.objects.get(pk=opening.pk), later) == [resolution.pk]
     assert channels.CHANNELS.send(resolution.pk, later) == NotificationStatus.SENT
     assert [r.json()["event_action"] for r in server.accepted()] == ["trigger", "resolve"]
 
@@ -222,7 +222,7 @@ def test_a_muted_rule_notifies_no_channel(server: Receiver) -> None:
     rule = make_rule(recipients="", muted_until=now + timedelta(days=1))
     rule.channels.set([make_channel("hook", ChannelKind.WEBHOOK, server.url, SIGNING_SECRET)])
     open_and_resolve(now)
-    assert list(ChannelDelivery.objects.values_list("kind", "status")) == [
+    assert list(ChannelMessage.objects.values_list("kind", "status")) == [
         (NotificationKind.OPENED, NotificationStatus.SKIPPED)
     ]
     assert server.requests == []
@@ -276,7 +276,7 @@ def test_errors_never_carry_the_channel_secret(server: Receiver) -> None:
     failures(make_source(), now, 2)
     evaluate.evaluate_all(now)
     send_due(now)
-    delivery = ChannelDelivery.objects.get()
+    delivery = ChannelMessage.objects.get()
     assert delivery.status == NotificationStatus.PENDING and delivery.error
     assert token not in delivery.error
     assert token not in Channel.objects.get().last_attempt_result

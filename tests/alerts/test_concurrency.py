@@ -104,7 +104,7 @@ def test_the_cap_is_exact_under_concurrency(settings) -> None:  # type: ignore[n
 
 def test_workers_at_once_send_one_opening_and_one_resolution_per_channel() -> None:
     from dashboard.alerts import channels
-    from dashboard.alerts.models import Channel, ChannelDelivery, ChannelKind
+    from dashboard.alerts.models import Channel, ChannelKind, ChannelMessage
     from tests.alerts.receiver import receiver
 
     now = fixed_now()
@@ -131,7 +131,7 @@ def test_workers_at_once_send_one_opening_and_one_resolution_per_channel() -> No
                     except TransientSendError:
                         pass
                 # A redelivered task for every row finds nothing left to send.
-                for delivery_id in ChannelDelivery.objects.values_list("pk", flat=True):
+                for delivery_id in ChannelMessage.objects.values_list("pk", flat=True):
                     try:
                         channels.CHANNELS.send(delivery_id, at)
                     except TransientSendError:

@@ -9,8 +9,8 @@ import pytest
 from dashboard.alerts import evaluate, workflow
 from dashboard.alerts.models import (
     Channel,
-    ChannelDelivery,
     ChannelKind,
+    ChannelMessage,
     Incident,
     Notification,
     NotificationKind,
@@ -39,7 +39,7 @@ def test_it_states_the_provider_status_in_the_opening_and_resolution() -> None:
         mail = Notification.objects.get(kind=kind)
         text = " ".join(mail.body_text.split())
         html = " ".join(mail.body_html.split())
-        channel_text = " ".join(ChannelDelivery.objects.get(kind=kind).payload["text"].split())
+        channel_text = " ".join(ChannelMessage.objects.get(kind=kind).payload["text"].split())
         assert f"Condition: {stated}" in text
         if kind == NotificationKind.OPENED:
             assert f"Condition: {stated}" in channel_text

@@ -9,8 +9,8 @@ from django.test import Client
 from dashboard.alerts import channels, evaluate
 from dashboard.alerts.models import (
     Channel,
-    ChannelDelivery,
     ChannelKind,
+    ChannelMessage,
     Incident,
     Notification,
     NotificationKind,
@@ -52,7 +52,7 @@ def test_it_shows_the_rule_and_channel_names_in_messages() -> None:
     for text in (mail.subject, mail.body_text, mail.body_html):
         assert RLO not in text
     assert f"Failed {SHOWN_RLO}deliveries" in mail.body_text
-    message = ChannelDelivery.objects.get(kind=NotificationKind.OPENED)
+    message = ChannelMessage.objects.get(kind=NotificationKind.OPENED)
     assert f"Failed {SHOWN_RLO}deliveries" in message.payload["text"]
     assert RLO not in message.payload["title"] + message.payload["text"]
 
@@ -70,19 +70,19 @@ def test_it_shows_the_channel_name_in_the_admin(staff: Client) -> None:
 
     listing = staff.get("/admin/alerts/channel/").content.decode()
     assert f"slack-ops {SHOWN_RLO}evil" in listing and RLO not in listing
-    change = staff.get(f"/admin/alerts/channeldelivery/{delivery.pk}/change/").content.decode()
+    change = staff.get(f"/admin/alerts/channelmessage/{delivery.pk}/change/").content.decode()
     assert f"Test message to slack-ops {SHOWN_RLO}evil" in change
     assert RLO not in change
     channel.refresh_from_db()
     assert channel.name == f"slack-ops {RLO}evil"
 
 
-def test_it_names_channel_deliveries_for_a_channel(staff: Client) -> None:
+def test_it_names_channel_messages_for_a_channel(staff: Client) -> None:
     delivery = channels.create_test(slack_channel(), fixed_now())
     assert delivery.get_kind_display() == "Test message"
     assert str(delivery) == f"Test message to slack-ops {SHOWN_RLO}evil"
     index = staff.get("/admin/").content.decode()
-    assert "Channel deliveries" in index and "Channel deliverys" not in index
+    assert "Channel messages" in index and "Channel deliveries" not in index
 
 
 ALM = "\u061c"
@@ -110,7 +110,7 @@ def test_it_shows_the_arabic_letter_mark_in_mail_subjects_and_channel_texts() ->
     assert f"connect{SHOWN_ALM} ECONNREFUSED" in mail.subject
     assert f"Failed{SHOWN_ALM} deliveries" in mail.body_text
     assert ALM not in mail.subject + mail.body_text + mail.body_html
-    message = ChannelDelivery.objects.get(kind=NotificationKind.OPENED)
+    message = ChannelMessage.objects.get(kind=NotificationKind.OPENED)
     assert f"Failed{SHOWN_ALM} deliveries" in message.payload["text"]
 
 
@@ -133,9 +133,9 @@ def test_it_shows_the_rule_name_in_the_admins_channel_delivery_payload(staff: Cl
     delivery = channels.create_test(slack_channel(), fixed_now())
     # Whatever fields the payload carries, every string in it is shown made visible.
     payload = {**delivery.payload, "rule": f"Failed {RLO}deliveries", "incident": {"note": f"x{ZWSP}y"}}
-    ChannelDelivery.objects.filter(pk=delivery.pk).update(payload=payload)
+    ChannelMessage.objects.filter(pk=delivery.pk).update(payload=payload)
 
-    html = staff.get(f"/admin/alerts/channeldelivery/{delivery.pk}/change/").content.decode()
+    html = staff.get(f"/admin/alerts/channelmessage/{delivery.pk}/change/").content.decode()
     assert f"Failed {SHOWN_RLO}deliveries" in html and f"x{SHOWN_ZWSP}y" in html
     assert RLO not in html and ZWSP not in html
     delivery.refresh_from_db()

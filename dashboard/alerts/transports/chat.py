@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import apprise
 
-from dashboard.alerts.models import ChannelDelivery, NotificationKind
+from dashboard.alerts.models import ChannelMessage, NotificationKind
 from dashboard.alerts.transports import SendFailed, Transport
 
 
@@ -50,12 +50,12 @@ _APPRISE_TYPES = {
 }
 
 
-class AppriseTransport(Transport[ChannelDelivery]):
+class AppriseTransport(Transport[ChannelMessage]):
     def __init__(self, url: str) -> None:
         super().__init__([url])
         self.url = url
 
-    def send(self, message: ChannelDelivery) -> None:
+    def send(self, message: ChannelMessage) -> None:
         with captured_apprise_log() as captured:
             notifier = apprise.Apprise()
             if not notifier.add(self.url):

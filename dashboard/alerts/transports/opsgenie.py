@@ -7,7 +7,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from dashboard.alerts.models import ChannelDelivery, NotificationKind
+from dashboard.alerts.models import ChannelMessage, NotificationKind
 from dashboard.alerts.transports import Transport, post
 
 OPSGENIE_ALERTS_URL = "https://api.opsgenie.com/v2/alerts"
@@ -17,12 +17,12 @@ def _json(data: dict[str, Any]) -> bytes:
     return json.dumps(data, ensure_ascii=False).encode()
 
 
-class OpsgenieTransport(Transport[ChannelDelivery]):
+class OpsgenieTransport(Transport[ChannelMessage]):
     def __init__(self, url: str, api_key: str) -> None:
         super().__init__([url, api_key])
         self.url, self.api_key = url or OPSGENIE_ALERTS_URL, api_key
 
-    def send(self, message: ChannelDelivery) -> None:
+    def send(self, message: ChannelMessage) -> None:
         payload = message.payload
         headers = {"Content-Type": "application/json", "Authorization": f"GenieKey {self.api_key}"}
         close = {"source": "stream-dashboard", "note": payload["text"][:25000]}

@@ -9,18 +9,18 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from dashboard.alerts.models import ChannelDelivery, NotificationKind
+from dashboard.alerts.models import ChannelMessage, NotificationKind
 from dashboard.alerts.transports import Transport, post
 
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
-class PagerDutyTransport(Transport[ChannelDelivery]):
+class PagerDutyTransport(Transport[ChannelMessage]):
     def __init__(self, url: str, routing_key: str) -> None:
         super().__init__([url, routing_key])
         self.url, self.routing_key = url or PAGERDUTY_EVENTS_URL, routing_key
 
-    def send(self, message: ChannelDelivery) -> None:
+    def send(self, message: ChannelMessage) -> None:
         payload = message.payload
         actions = {NotificationKind.OPENED: ["trigger"], NotificationKind.RESOLVED: ["resolve"]}
         # A test opens and at once resolves its own incident, so that it pages nobody for long.

@@ -7,7 +7,7 @@ import hmac
 import json
 import time
 
-from dashboard.alerts.models import ChannelDelivery
+from dashboard.alerts.models import ChannelMessage
 from dashboard.alerts.transports import Transport, post
 
 SIGNATURE_HEADER = "X-Stream-Dashboard-Signature"
@@ -22,12 +22,12 @@ def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
     return f"sha256={digest}"
 
 
-class WebhookTransport(Transport[ChannelDelivery]):
+class WebhookTransport(Transport[ChannelMessage]):
     def __init__(self, url: str, secret: str) -> None:
         super().__init__([url, secret])
         self.url, self.secret = url, secret
 
-    def send(self, message: ChannelDelivery) -> None:
+    def send(self, message: ChannelMessage) -> None:
         body = json.dumps(message.payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
         timestamp = str(int(time.time()))
         headers = {
