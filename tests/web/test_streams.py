@@ -178,3 +178,18 @@ def test_the_stream_page_says_one_coherent_thing_per_provider_status(
     page = " ".join(logged_in_client.get(f"/streams/{STREAM_A}/").content.decode().split())
     assert says in page
     assert never not in page
+
+
+def test_counts_carry_thousands_separators_and_rates_say_what_they_rate(
+    plain_source: Source, logged_in_client: Client
+) -> None:
+    now = timezone.now()
+    store(plain_source, *(record(date=now - timedelta(minutes=m)) for m in range(5, 8)),
+          record(date=now - timedelta(minutes=9), error="socket hang up", retries=1))
+    Stream.objects.filter(stream_id=STREAM_A).update(stats_delivered=1234567, stats_failed=12345, provider_seen_at=now)
+    page = logged_in_client.get(f"/streams/{STREAM_A}/").content.decode()
+    assert '<td class="num">1,234,567</td><td class="num">12,345</td>' in page
+    listed = logged_in_client.get("/streams/").content.decode()
+    assert "75.0% success</span>" in listed and 'title="3 of 4 delivered"' in listed
+    overview = logged_in_client.get("/").content.decode()
+    assert "% success</span>" in overview and "% success</span>" in overview.split("Deliveries over time")[0]

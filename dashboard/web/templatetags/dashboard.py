@@ -89,6 +89,14 @@ def rate(part: int | None, whole: int | None) -> float | None:
 
 
 @register.filter
+def number(value: int | None) -> str:
+    """A count with thousands separators, as every count on the pages is written: 12,345; "—" when unknown."""
+    if value is None or value == "":
+        return "—"
+    return f"{int(value):,}"
+
+
+@register.filter
 def compact(value: int | None) -> str:
     if value is None:
         return "—"
