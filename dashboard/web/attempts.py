@@ -84,11 +84,11 @@ def attempt_history(
         last = max(0, min(delivery.retries, MAX_RETRIES))
         for k in range(last + 1):
             final = k == last
-            change = seen.pop(k, None)
+            polled = seen.pop(k) if k in seen else None
             attempts.append(Attempt(
-                attempt_at(delivery.date, k), SCHEDULE_SEEN if change else SCHEDULE, k,
+                attempt_at(delivery.date, k), SCHEDULE_SEEN if polled else SCHEDULE, k,
                 (not delivery.is_failure and not replayed) if final else False,
-                (change.error_message if change else "") or (delivery.error_message if final else ""), exact=k == 0,
+                (polled.error_message if polled else "") or (delivery.error_message if final else ""), exact=k == 0,
             ))
     for retries, change in seen.items():
         if retries not in logged:
