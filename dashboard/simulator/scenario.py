@@ -15,11 +15,11 @@ these scripts are placed relative to S (`--scenario-start`, else the start), so 
   reactivates it, and then its failed deliveries can be replayed.
 - `uniswap-v2-swaps`: active and sliding. A swap rush (about 5 records a minute from S-10 min to S+60 min)
   meets a slow receiver from S to S+40 min (about three attempts in five time out): its URL's success rate
-  falls from 100 over the first minutes and crosses 70 some ten to fifteen minutes in, when the provider
+  falls from 100 over the first minutes and crosses 70 some ten to twenty minutes in, when the provider
   puts the stream in `error`.
-- `polygon-erc1155-transfers`: paused by its owner at S-2 d; nothing is recorded while it is paused.
-- `arbitrum-mints` (with seven streams or more): its receiver's certificate expired from S-40 h to S-20 h;
-  the stream went into `error` and was `terminated` 24 h later, some 13 h before S. Nothing is recorded
+- `polygon-erc1155-transfers`: paused by its owner at S-30 h; nothing is recorded while it is paused.
+- `arbitrum-mints` (with seven streams or more): its receiver's certificate expired from S-28 h to S-20 h
+  (a mint at S-28 h); the stream went into `error` and was `terminated` 24 h later, some 4 h before S. Nothing is recorded
   after that.
 
 Random incidents fail only a share of attempts (below one half), so they never take a URL below 70 on their
@@ -76,12 +76,14 @@ OUTAGES: tuple[Outage, ...] = (
     Outage(1, -5 * DAY, -2.5 * DAY, "status4xx", 413, share=0.08, per_delivery=True),
     Outage(2, -10 * HOUR, None, "refused"),
     Outage(4, 0.0, 40 * MINUTE, "timeout", share=0.62),
-    Outage(3, -40 * HOUR, -20 * HOUR, "cert"),
+    Outage(3, -28 * HOUR, -20 * HOUR, "cert"),
 )
 BURSTS: tuple[Burst, ...] = (
     # The treasury's hourly sweep while its receiver is down: enough failures for the provider's rule at any
     # rate of chain activity.
     Burst("treasury-wallets", -10 * HOUR, -9 * HOUR, 30),
     Burst("uniswap-v2-swaps", -10 * MINUTE, 60 * MINUTE, 2),
+    # A mint while the certificate had expired: the failures that put the stream in `error`.
+    Burst("arbitrum-mints", -28 * HOUR, -27 * HOUR, 230),
 )
-STATUSES: tuple[ScriptedStatus, ...] = (ScriptedStatus("polygon-erc1155-transfers", -2 * DAY, "paused"),)
+STATUSES: tuple[ScriptedStatus, ...] = (ScriptedStatus("polygon-erc1155-transfers", -30 * HOUR, "paused"),)
