@@ -762,8 +762,8 @@ class RollupChanges(models.Model):
 class PeriodRollup(RollupCounts):
     """The hourly rollups summed per ROLLUP_PERIOD (six hours from midnight UTC): what a long window reads for
     its whole periods, a sixth of the rows or fewer. Ingest adds and takes away the same counts here as in the
-    hourly rows (`ingest.add_to_rollups`); a rebuild or a search-key refresh recomputes it from the hourly rows
-    (`ingest.refresh_periods`), so it is exactly their sum."""
+    hourly rows (`rollup_upkeep.add_to_rollups`); a rebuild or a search-key refresh recomputes it from the
+    hourly rows (`rollup_upkeep.refresh_periods`), so it is exactly their sum."""
 
     objects = PeriodRollupQuerySet.as_manager()
 
@@ -781,8 +781,8 @@ class StreamPeriodRollup(SliceCounts):
     chain and status, the deliveries and their retries. What a long window read per stream (the streams page,
     charts not sliced by error group, a stream's whole history) sums: at 10 M deliveries, 8.5 k rows for 90 days
     where the period rollups hold 156 k.
-    Ingest adds the same counts here as there (`ingest.add_to_rollups`); a rebuild or a search-key refresh
-    recomputes it from the period rows (`ingest.refresh_periods`)."""
+    Ingest adds the same counts here as there (`rollup_upkeep.add_to_rollups`); a rebuild or a search-key
+    refresh recomputes it from the period rows (`rollup_upkeep.refresh_periods`)."""
 
     # The deliveries' retries, summed.
     retries_sum = models.PositiveBigIntegerField()
@@ -822,7 +822,7 @@ class EventRollup(EventCounts):
     """The hourly rollup once more, per decoded event name: `deliveries` counts the deliveries of the hour and
     dimensions whose payload holds that event (their `event:<name>` search key). A delivery with two events
     counts under each; one with none is in no row. Written by the same statements as `HourlyRollup`
-    (ingest.py), so both tables always describe the same rows; kept as long."""
+    (`rollup_upkeep.py`), so both tables always describe the same rows; kept as long."""
 
     objects = EventRollupQuerySet.as_manager()
 

@@ -2,8 +2,8 @@
 messages and stream rows.
 
 Ingest keeps them exact batch by batch; this is for rows that came another way (the generator's bulk
-`INSERT … SELECT`, a restored dump, a manual fix). Rollups are recomputed by the ingest's rollup code, one
-day of rows per transaction under the write lock, so a poll can run meanwhile; rollups of hours that hold
+`INSERT … SELECT`, a restored dump, a manual fix). Rollups are recomputed by `rollup_upkeep.py`, one day
+of rows per transaction under the write lock, so a poll can run meanwhile; rollups of hours that hold
 no stored delivery (kept after retention) are left alone.
 """
 
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 from dashboard.deliveries.grouping import rebuild_error_messages, recount_error_groups
-from dashboard.deliveries.ingest import recompute_rollups_between
+from dashboard.deliveries.rollup_upkeep import recompute_rollups_between
 from dashboard.deliveries.write_lock import take_write_lock
 
 

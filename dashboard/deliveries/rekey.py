@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
-from dashboard.deliveries.ingest import refresh_rollups
 from dashboard.deliveries.models import Delivery, HourlyRollup
 from dashboard.deliveries.payload_keys import search_keys
+from dashboard.deliveries.rollup_upkeep import refresh_rollups
 from dashboard.deliveries.write_lock import take_write_lock
 
 

@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from dashboard.deliveries import partitions
 from dashboard.deliveries.grouping import apply_group_changes
-from dashboard.deliveries.ingest import PERIOD_TABLES, ROLLUP_TABLES, STREAM_PERIOD_TABLE
 from dashboard.deliveries.models import PeriodRollup
+from dashboard.deliveries.rollup_upkeep import PERIOD_TABLES, ROLLUP_TABLES, STREAM_PERIOD_TABLE
 from dashboard.deliveries.write_lock import take_write_lock
 
 log = logging.getLogger(__name__)
