@@ -555,10 +555,8 @@ def _reread_status(action: ProviderAction, client: UpstreamClient, kind: StreamK
 
 
 def _record_stream_status(action: ProviderAction, status: str, message: str) -> None:
-    now = timezone.now()
     rows = Stream.objects.filter(source=action.source, stream_id=action.stream_id)
-    rows.exclude(provider_status=status).update(provider_status_since=now)
-    rows.update(provider_status=status, provider_status_message=message[:2000], provider_seen_at=now)
+    rows.record_provider_status(status, message, timezone.now())
 
 
 def _run_resend(action: ProviderAction, client: UpstreamClient) -> RunOutcome:

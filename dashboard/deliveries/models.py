@@ -15,7 +15,7 @@ from typing import Any, Self, TypeVar, cast
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.db import connections, models
+from django.db import connections, models, transaction
 from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import MD5, Coalesce
 from django.urls import reverse
@@ -399,6 +399,8 @@ def slice_options(rows: Iterable[tuple[str, str, str, datetime]]) -> dict[str, l
 
 # What the provider says of a stream (`GET /streams/evm`): `error` and `terminated` mean it sends nothing.
 PROVIDER_FAILING = ("error", "terminated")
+# The columns `Stream.set_provider_status` sets.
+PROVIDER_STATUS_FIELDS = ["provider_status", "provider_status_message", "provider_status_since", "provider_seen_at"]
 
 
 class StreamQuerySet(models.QuerySet["Stream"]):
@@ -441,20 +443,24 @@ class StreamQuerySet(models.QuerySet["Stream"]):
             status = item.status or ""
             row = found if found is not None else Stream(source=source, stream_id=item.id, tag=item.tag or "")
             old = row.provider_status
-            if old != status:
+            if row.set_provider_status(status, item.status_message or "", now):
                 changed.append((item.id, old, status))
-                row.provider_status_since = now
-            row.provider_status = status
-            row.provider_status_message = (item.status_message or "")[:2000]
             row.provider_kind = item.kind
             row.description = (item.description or "")[:1000]
             row.provider_webhook_url = (item.webhook_url or "")[:2048]
             row.provider_chain_ids = list(item.chain_ids)
-            row.provider_seen_at = now
             if not row.tag and item.tag:
                 row.tag = item.tag[:255]
             row.save()
         return changed
+
+    def record_provider_status(self, status: str, message: str, now: datetime) -> None:
+        """Store on these stream rows the status and message the provider gave at `now` (the answer to a status
+        change, the stream read again)."""
+        with transaction.atomic():
+            for row in self.select_for_update():
+                row.set_provider_status(status, message, now)
+                row.save(update_fields=PROVIDER_STATUS_FIELDS)
 
     def record_provider_counts(
         self, source: Source, per_stream: dict[str, ProviderCounts], now: datetime
@@ -512,6 +518,17 @@ class Stream(models.Model):
     @property
     def failing_at_provider(self) -> bool:
         return self.provider_status in PROVIDER_FAILING
+
+    def set_provider_status(self, status: str, message: str, now: datetime) -> bool:
+        """Take the provider's status and message as read at `now` (not saved): `provider_status_since` moves only
+        when the status changed. Whether it changed."""
+        changed = status != self.provider_status
+        if changed:
+            self.provider_status_since = now
+        self.provider_status = status
+        self.provider_status_message = message[:2000]
+        self.provider_seen_at = now
+        return changed
 
     def disagrees_with(self, estimate_state: str | None) -> str:
         """Words for where the provider's status and our estimate (url_health's state) part; "" if they agree
