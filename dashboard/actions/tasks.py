@@ -16,8 +16,11 @@ from dashboard.actions import services
 from dashboard.locks import exclusive
 
 
-@shared_task(bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def run_action(self: object, action_id: int) -> None:
+@shared_task(
+    name="dashboard.actions.tasks.run_action", bind=True, ignore_result=True, acks_late=True,
+    reject_on_worker_lost=True, max_retries=None,
+)
+def run_action_task(self: object, action_id: int) -> None:
     # Stop well inside the soft time limit and continue in a new run, so progress is never lost to it.
     budget = max(5.0, float(settings.CELERY_TASK_SOFT_TIME_LIMIT) - 30.0)
     with exclusive(f"action:{action_id}") as held:
@@ -25,8 +28,8 @@ def run_action(self: object, action_id: int) -> None:
             # Another copy works on it, or one whose worker died holds the lock until its lease runs out: look again
             # later rather than drop the action.
             if not services.is_finished(action_id):
-                run_action.apply_async(args=[action_id], countdown=30)
+                run_action_task.apply_async(args=[action_id], countdown=30)
             return
         outcome = services.run_action(action_id, deadline=time.monotonic() + budget)
     if not outcome.finished:
-        run_action.apply_async(args=[action_id], countdown=outcome.retry_in)
+        run_action_task.apply_async(args=[action_id], countdown=outcome.retry_in)

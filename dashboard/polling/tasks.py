@@ -31,17 +31,17 @@ def _fresh_connection() -> None:
         close_old_connections()
 
 
-@shared_task(ignore_result=True)
-def poll_all_sources() -> None:
+@shared_task(name="dashboard.polling.tasks.poll_all_sources", ignore_result=True)
+def poll_all_sources_task() -> None:
     _fresh_connection()
     ensure_default_source()
     for source_id in Source.objects.enabled().values_list("id", flat=True):
         # A queued poll older than two intervals is pointless: a newer one follows.
-        poll_source.apply_async(args=[source_id], expires=float(settings.POLL_INTERVAL_SECONDS * 2))
+        poll_source_task.apply_async(args=[source_id], expires=float(settings.POLL_INTERVAL_SECONDS * 2))
 
 
-@shared_task(ignore_result=True, acks_late=True, reject_on_worker_lost=True)
-def poll_source(source_id: int) -> PollResult | None:
+@shared_task(name="dashboard.polling.tasks.poll_source", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
+def poll_source_task(source_id: int) -> PollResult | None:
     _fresh_connection()
     try:
         return _poll_source(source_id)
@@ -62,8 +62,10 @@ def _poll_source(source_id: int) -> PollResult | None:
     return run.result
 
 
-@shared_task(ignore_result=True, acks_late=True, reject_on_worker_lost=True)
-def enforce_retention() -> None:
+@shared_task(
+    name="dashboard.polling.tasks.enforce_retention", ignore_result=True, acks_late=True, reject_on_worker_lost=True
+)
+def enforce_retention_task() -> None:
     _fresh_connection()
     with exclusive("retention") as held:
         if held is None:

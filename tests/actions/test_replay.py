@@ -180,12 +180,12 @@ def test_a_replay_cancelled_before_confirmation_shows_as_cancelled(polled: Any, 
 
 def test_a_cancelled_replay_sends_nothing_more(polled: Any, sim: Any, staff_client: Client) -> None:
     from dashboard.actions import services
-    from dashboard.actions.tasks import run_action
+    from dashboard.actions.tasks import run_action_task
 
     stream_id, failing = active_failures(polled)
     staff_client.post("/actions/replay/", {"filters": f"stream={stream_id}&status=failing"})
     action = ProviderAction.objects.get()
-    services.confirm(action, queue=run_action.delay)  # queued; the task is not run (tasks are not eager here)
+    services.confirm(action, queue=run_action_task.delay)  # queued; the task is not run (tasks are not eager here)
     staff_client.post(f"/actions/{action.pk}/cancel/")
     services.run_action(action.pk)
     action.refresh_from_db()

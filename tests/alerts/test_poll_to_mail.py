@@ -11,7 +11,7 @@ from django.core import mail as outbox
 from dashboard.alerts.models import Incident
 from dashboard.celery import app
 from dashboard.deliveries.models import Delivery
-from dashboard.polling.tasks import poll_source
+from dashboard.polling.tasks import poll_source_task
 from tests.alerts.factories import make_rule
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def test_a_poll_with_new_failures_sends_one_mail_per_failing_stream(
     make_rule(window_minutes=8 * 24 * 60)  # every failure the simulator's history holds
 
     with django_capture_on_commit_callbacks(execute=True):
-        result = poll_source.apply(args=[source.id]).get()
+        result = poll_source_task.apply(args=[source.id]).get()
     assert result.stored.new_failures > 0
 
     failing_streams = set(Delivery.objects.failures().values_list("stream_id", flat=True))
@@ -43,7 +43,7 @@ def test_a_poll_with_new_failures_sends_one_mail_per_failing_stream(
 
     # The upstream has not changed: the next poll stores nothing new and sends nothing.
     with django_capture_on_commit_callbacks(execute=True):
-        poll_source.apply(args=[source.id])
+        poll_source_task.apply(args=[source.id])
     assert len(outbox.outbox) == len(failing_streams)
 
 
@@ -62,12 +62,12 @@ def test_a_poll_with_new_failures_notifies_each_channel_once(
         rule.channels.set([hook])
 
         with django_capture_on_commit_callbacks(execute=True):
-            poll_source.apply(args=[source.id])
+            poll_source_task.apply(args=[source.id])
         incidents = set(Incident.objects.values_list("pk", flat=True))
         assert incidents
         assert sorted(r.json()["incident"]["id"] for r in server.requests) == sorted(incidents)
         assert {r.json()["event"] for r in server.requests} == {"incident.opened"}
 
         with django_capture_on_commit_callbacks(execute=True):
-            poll_source.apply(args=[source.id])
+            poll_source_task.apply(args=[source.id])
         assert len(server.requests) == len(incidents)

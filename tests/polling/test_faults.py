@@ -16,7 +16,7 @@ from dashboard.deliveries.models import Delivery
 from dashboard.locks import exclusive, redis_client
 from dashboard.polling import walks as poll_module
 from dashboard.polling.jobs import source_lock_name
-from dashboard.polling.tasks import poll_source
+from dashboard.polling.tasks import poll_source_task
 from dashboard.polling.walks import poll, poll_head
 from dashboard.sources.models import Source
 from dashboard.upstream import errors
@@ -34,7 +34,7 @@ def test_a_rejected_key_pauses_polling_until_the_key_changes(sim: Any, sim_sourc
     sim_source.api_key = "revoked-key"
     sim_source.save()
 
-    poll_source.apply(args=[sim_source.pk])
+    poll_source_task.apply(args=[sim_source.pk])
 
     sim_source.refresh_from_db()
     assert sim_source.key_rejected_at is not None
@@ -45,14 +45,14 @@ def test_a_rejected_key_pauses_polling_until_the_key_changes(sim: Any, sim_sourc
     assert problem is not None and "rejected the API key" in problem.summary
     assert not sim_source.should_poll()
     requests = sim.world.requests_served
-    poll_source.apply(args=[sim_source.pk])
+    poll_source_task.apply(args=[sim_source.pk])
     assert sim.world.requests_served == requests, "a rejected key is not retried at every beat"
 
     # Someone enters the right key (admin form, environment): polling resumes at once.
     sim_source.api_key = sim.world.api_key
     sim_source.save(update_fields=["api_key"])
     assert sim_source.should_poll()
-    poll_source.apply(args=[sim_source.pk])
+    poll_source_task.apply(args=[sim_source.pk])
 
     sim_source.refresh_from_db()
     assert sim_source.key_rejected_at is None and sim_source.consecutive_failures == 0
@@ -82,18 +82,18 @@ def test_a_long_retry_after_backs_the_source_off(sim: Any, sim_source: Source) -
     sim.world.faults.rate_429 = 1.0
     sim.world.faults.retry_after = 120
 
-    poll_source.apply(args=[sim_source.pk])
+    poll_source_task.apply(args=[sim_source.pk])
 
     sim_source.refresh_from_db()
     wait = sim_source.backoff_until - timezone.now()
     assert timedelta(seconds=100) < wait <= timedelta(seconds=120)
     requests = sim.world.requests_served
-    poll_source.apply(args=[sim_source.pk])
+    poll_source_task.apply(args=[sim_source.pk])
     assert sim.world.requests_served == requests
 
     sim.world.faults.rate_429 = 0.0
     Source.objects.filter(pk=sim_source.pk).update(backoff_until=timezone.now() - timedelta(seconds=1))
-    poll_source.apply(args=[sim_source.pk])
+    poll_source_task.apply(args=[sim_source.pk])
     assert_matches_upstream(sim)
 
 
@@ -190,7 +190,7 @@ def test_two_workers_polling_at_once_store_each_record_once(make_simulator: Any)
     source = source_for(sim)
 
     errors: list[BaseException] = []
-    threads = [_in_thread(poll_source.apply, [source.pk], errors=errors) for _ in range(2)]
+    threads = [_in_thread(poll_source_task.apply, [source.pk], errors=errors) for _ in range(2)]
     # And two polls that bypass the lock altogether (e.g. a poll and a backfill of the same upstream).
     threads += [_in_thread(poll_head, Source.objects.get(pk=source.pk), errors=errors) for _ in range(2)]
     for thread in threads:
@@ -209,9 +209,9 @@ def test_a_second_task_finds_the_lock_taken_and_does_nothing(make_simulator: Any
     source = source_for(sim)
     with exclusive(source_lock_name(source.pk)) as held:
         assert held is not None
-        poll_source.apply(args=[source.pk])
+        poll_source_task.apply(args=[source.pk])
         assert sim.world.requests_served == 0
-    poll_source.apply(args=[source.pk])
+    poll_source_task.apply(args=[source.pk])
     assert_matches_upstream(sim)
 
 
@@ -245,10 +245,10 @@ def test_a_dropped_database_connection_does_not_wedge_the_next_run(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(poll_module, "fetch_history_page", fetch_then_restart_postgres)
-    assert poll_source.apply(args=[source.pk]).result is None
+    assert poll_source_task.apply(args=[source.pk]).result is None
     monkeypatch.setattr(poll_module, "fetch_history_page", original)
 
-    result = poll_source.apply(args=[source.pk]).result
+    result = poll_source_task.apply(args=[source.pk]).result
 
     assert result is not None and result.complete
     assert_matches_upstream(sim)
@@ -259,13 +259,13 @@ def test_a_dropped_database_connection_does_not_wedge_the_next_run(
 def test_redis_dropping_its_connections_does_not_wedge_polling(make_simulator: Any) -> None:
     sim = make_simulator()
     source = source_for(sim)
-    poll_source.apply(args=[source.pk])
+    poll_source_task.apply(args=[source.pk])
     # What a Redis restart does: every client connection is cut.
     redis_client().client_kill_filter(_type="normal", skipme=False)
 
     sim.world.clock.advance(3600)
     Source.objects.filter(pk=source.pk).update(last_revisit_at=None)
-    result = poll_source.apply(args=[source.pk]).result
+    result = poll_source_task.apply(args=[source.pk]).result
 
     assert result is not None and result.stored.inserted > 0
     assert_matches_upstream(sim)
@@ -279,10 +279,10 @@ def test_redis_unreachable_fails_the_run_and_the_next_one_works(
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     redis_client.cache_clear()
     with pytest.raises(Exception, match="Connection|connect"):
-        poll_source.apply(args=[sim_source.pk], throw=True)
+        poll_source_task.apply(args=[sim_source.pk], throw=True)
     settings.REDIS_URL = good
     redis_client.cache_clear()
 
-    poll_source.apply(args=[sim_source.pk])
+    poll_source_task.apply(args=[sim_source.pk])
 
     assert_matches_upstream(sim)

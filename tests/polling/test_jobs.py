@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from dashboard.deliveries.models import Delivery
-from dashboard.polling.tasks import poll_source
+from dashboard.polling.tasks import poll_source_task
 from dashboard.polling.walks import poll_head
 from dashboard.sources.models import Source
 
@@ -51,7 +51,7 @@ def test_a_second_poll_adds_nothing(simulator: Any, source: Source) -> None:
 
 
 def test_the_celery_task_polls_the_source(simulator: Any, source: Source) -> None:
-    poll_source.apply(args=[source.id])
+    poll_source_task.apply(args=[source.id])
 
     assert Delivery.objects.count() == len(upstream_truth(simulator))
     source.refresh_from_db()

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from dashboard.accounts.access import viewer_required
 from dashboard.actions import services
 from dashboard.actions.models import ActionKind, ActionState, ItemState, ProviderAction
-from dashboard.actions.tasks import run_action
+from dashboard.actions.tasks import run_action_task
 from dashboard.deliveries.models import Delivery, Stream
 from dashboard.text import visible
 from dashboard.web.forms import DeliveryFilterForm, form_errors
@@ -148,7 +148,7 @@ def action_confirm(request: HttpRequest, pk: int) -> HttpResponse:
     _require_act(request)
     action = _get_action(request, pk)
     try:
-        services.confirm(action, queue=run_action.delay)
+        services.confirm(action, queue=run_action_task.delay)
     except services.ActionRefused as exc:
         return _refuse(request, "Confirm action", str(exc))
     # A double submit lands here too: the second confirm changed nothing and shows the same action.

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from dashboard.deliveries.models import Delivery
 from dashboard.devtools.processes import load_average, simulator_source, start, start_simulator, stop
-from dashboard.polling.tasks import poll_source
+from dashboard.polling.tasks import poll_source_task
 from dashboard.sources.models import Source
 
 
@@ -96,7 +96,7 @@ class Command(BaseCommand):
             now = time.monotonic()
             if now >= next_poll:
                 for t in tracked:
-                    poll_source.apply_async(args=[t.source.pk], expires=o["interval"] * 2)
+                    poll_source_task.apply_async(args=[t.source.pk], expires=o["interval"] * 2)
                 next_poll = now + o["interval"]
             self._sample(tracked, now, started, steady_from)
             if steady_from is None and all(t.caught_up_at is not None for t in tracked):
