@@ -252,7 +252,7 @@ def test_deliveries_of_a_stream_not_active_at_the_provider_are_not_shown_as_retr
     (row,) = response.context["still_failing"]
     assert row.schedule.next_retry is None and stopped in response.content.decode()
     listed = logged_in_client.get("/deliveries/").content.decode()
-    assert f'<td class="nowrap next-retry"><span class="warn">{stopped}</span></td>' in listed
+    assert f'<td class="next-retry"><span class="warn retries-stopped">{stopped}</span></td>' in listed
     detail = logged_in_client.get(f"/deliveries/{failing.pk}/").content.decode()
     assert stopped.capitalize() in detail and "Next attempt" not in detail
 

@@ -239,12 +239,13 @@ def delivery_rows(
             when = d.next_retry
             status = (stopped or {}).get(d.stream_id, "") if when else ""
             cells.append(
-                '<td class="nowrap next-retry">' + (
-                    f'<span class="warn">{_escape(retries_stopped(status))}</span>' if status else
+                # The words of stopped retries wrap: the column stays as narrow as a date.
+                (f'<td class="next-retry"><span class="warn retries-stopped">{_escape(retries_stopped(status))}</span>' if status else
+                 '<td class="nowrap next-retry">' + (
                     f'<span class="mono">{_escape(date_filter(when, "m-d H:i"))}</span>'
                     f'<span class="faint block">{_escape(next_attempt(when))}</span>'
                     if when else '<span class="faint">—</span>'
-                ) + '</td>'
+                 )) + '</td>'
             )
         cells.append(
             f'<td class="error-text fill" title="{_escape(error.chars(1000))}">'
