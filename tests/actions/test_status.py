@@ -72,7 +72,7 @@ def test_the_test_webhook_after_a_reactivation_is_labelled_and_kept_out_of_the_f
     # The overview's trailing counts (rollups and raw edge hours) leave it out too.
     from datetime import timedelta
 
-    from dashboard.deliveries.windows import trailing_counts
+    from dashboard.deliveries.trailing_counts import trailing_counts
 
     at = world.clock.now()
     counts = trailing_counts(at, (1, 24))

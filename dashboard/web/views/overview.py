@@ -11,7 +11,7 @@ from django.utils import timezone
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import ErrorGroup, HourlyRollup
 from dashboard.deliveries.rollup_window import RollupWindow
-from dashboard.deliveries.windows import trailing_counts
+from dashboard.deliveries.trailing_counts import trailing_counts
 from dashboard.replica import reads_replica
 from dashboard.sources.models import Source
 from dashboard.web import timeline

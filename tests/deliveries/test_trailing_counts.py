@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dashboard.deliveries.models import Delivery
-from dashboard.deliveries.windows import trailing_counts
+from dashboard.deliveries.trailing_counts import trailing_counts
 from tests.factories import history_record, make_source
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +28,7 @@ def _raw(now: datetime, hours: int) -> dict[str, int]:
     ],
 )
 def test_it_counts_exactly_what_the_raw_rows_of_each_window_hold(now: datetime) -> None:
-    source = make_source("windows")
+    source = make_source("trailing")
     current = now.replace(minute=0, second=0, microsecond=0)
     # Rows on and beside every boundary a window or an hour has, failing and not, and some outside.
     moments = []
