@@ -179,16 +179,20 @@ def _opening_state(delivery: ChannelMessage) -> str | None:
     )
 
 
+# The transports that take the channel's URL and secret; the Apprise kinds take the URL alone.
+_SIGNED_TRANSPORTS: dict[str, type[WebhookTransport | PagerDutyTransport | OpsgenieTransport]] = {
+    ChannelKind.WEBHOOK: WebhookTransport,
+    ChannelKind.PAGERDUTY: PagerDutyTransport,
+    ChannelKind.OPSGENIE: OpsgenieTransport,
+}
+
+
 def transport_for(channel: Channel) -> Transport[ChannelMessage]:
     url, secret = encryption.decrypt(channel.url_encrypted), encryption.decrypt(channel.secret_encrypted)
     if channel.kind in APPRISE_KINDS:
         return AppriseTransport(url)
-    if channel.kind == ChannelKind.WEBHOOK:
-        return WebhookTransport(url, secret)
-    if channel.kind == ChannelKind.PAGERDUTY:
-        return PagerDutyTransport(url, secret)
-    if channel.kind == ChannelKind.OPSGENIE:
-        return OpsgenieTransport(url, secret)
+    if channel.kind in _SIGNED_TRANSPORTS:
+        return _SIGNED_TRANSPORTS[channel.kind](url, secret)
     raise ValueError(f"unknown channel kind {channel.kind!r}")
 
 
