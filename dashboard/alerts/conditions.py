@@ -265,6 +265,11 @@ def confirmation_gap(rule: AlertRule, now: datetime) -> list[Observation]:
     return found
 
 
+# How far back the provider keeps history (published: up to 7 days, by plan): a run of failures is looked for
+# no further.
+PROVIDER_HISTORY = timedelta(days=7)
+
+
 def provider_error_state(rule: AlertRule, now: datetime) -> list[Observation]:
     """Streams the provider itself has in `error` or `terminated`, as the last stream sync read them."""
     streams = Stream.objects.failing_at_provider().filter(source__enabled=True)
@@ -277,6 +282,11 @@ def provider_error_state(rule: AlertRule, now: datetime) -> list[Observation]:
     found = []
     for stream in streams.order_by("stream_id"):
         url = stream.provider_webhook_url or (stream.webhook_urls[0] if stream.webhook_urls else "")
+        # The failures that led the provider to stop the stream came before its status did: the incident's
+        # impact counts from the start of the stream's current run of failures (within the provider's history
+        # window), or from the status's start where none is stored.
+        run_start = scoped(rule).for_stream(stream.stream_id).failing_run_start(now - PROVIDER_HISTORY)
+        starts = [d for d in (stream.provider_status_since, run_start) if d is not None]
         found.append(
             Observation(
                 target_kind=TargetKind.STREAM,
@@ -284,9 +294,10 @@ def provider_error_state(rule: AlertRule, now: datetime) -> list[Observation]:
                 label=_label(stream.tag, stream.stream_id),
                 stream_id=stream.stream_id,
                 webhook_url=url,
-                since=stream.provider_status_since,
+                since=min(starts) if starts else None,
                 extra={
                     "provider_status": stream.provider_status,
+                    "status_since": stream.provider_status_since.isoformat() if stream.provider_status_since else None,
                     "provider_status_message": stream.provider_status_message[:500],
                 },
             )

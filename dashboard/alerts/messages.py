@@ -116,7 +116,7 @@ def incident_context(incident: Incident, now: datetime | None = None) -> dict[st
         {**g, "url": _group_link(target, g["id"]) if g.get("id") else ""}
         for g in details.get("error_groups", [])
     ]
-    for key in ("since", "last_success_at"):
+    for key in ("since", "status_since", "last_success_at"):
         if isinstance(details.get(key), str):
             details[key] = parse_datetime(details[key]) or details[key]
     details["first_failures"] = [

@@ -13,6 +13,7 @@ from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.accounts.access import staff_required, viewer_required
@@ -89,6 +90,7 @@ def incident_detail(request: HttpRequest, incident_id: int) -> HttpResponse:
             "channel_messages": incident.channel_messages.select_related("channel").order_by("created_at", "pk"),
             "deliveries": deliveries_queries(incident),
             "impact": incident_impact(incident, now),
+            "status_since": parse_datetime(str(incident.details.get("status_since") or "")),
             **_stream_context(request, incident),
         },
     )

@@ -95,6 +95,17 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
             "last_failure": max(lasts) if lasts else None,
         }
 
+    def failing_run_start(self, since: datetime) -> datetime | None:
+        """When the current run of failures began: the date of the oldest failing delivery newer than the
+        newest delivered one, looking back to `since`; None when the newest delivery was delivered. Two reads
+        of the (stream, date) index, which carries the status."""
+        recent = self.filter(date__gte=since)
+        last_ok = recent.filter(status=DeliveryStatus.DELIVERED).order_by("-date").values_list("date", flat=True).first()
+        failing = recent.failures()
+        if last_ok is not None:
+            failing = failing.filter(date__gt=last_ok)
+        return failing.order_by("date").values_list("date", flat=True).first()
+
     def still_retrying(self) -> DeliveryQuerySet:
         # Spelled as "not delivered" so the partial index on failed rows serves it.
         return self.exclude(status=DeliveryStatus.DELIVERED).filter(status=DeliveryStatus.RETRYING)
@@ -443,7 +454,10 @@ class StreamQuerySet(models.QuerySet["Stream"]):
             status = item.status or ""
             row = found if found is not None else Stream(source=source, stream_id=item.id, tag=item.tag or "")
             old = row.provider_status
-            if row.set_provider_status(status, item.status_message or "", now):
+            # The provider's own start of an error (`isErrorSince`), so a stream already failing when first
+            # seen is not dated by our first look.
+            provider_since = item.error_since if status in PROVIDER_FAILING else None
+            if row.set_provider_status(status, item.status_message or "", now, provider_since=provider_since):
                 changed.append((item.id, old, status))
             row.provider_kind = item.kind
             row.description = (item.description or "")[:1000]
@@ -519,12 +533,15 @@ class Stream(models.Model):
     def failing_at_provider(self) -> bool:
         return self.provider_status in PROVIDER_FAILING
 
-    def set_provider_status(self, status: str, message: str, now: datetime) -> bool:
+    def set_provider_status(
+        self, status: str, message: str, now: datetime, *, provider_since: datetime | None = None
+    ) -> bool:
         """Take the provider's status and message as read at `now` (not saved): `provider_status_since` moves only
-        when the status changed. Whether it changed."""
+        when the status changed, to when the provider says it began (`isErrorSince`, where it says and it is
+        not in the future) or else to `now`. Whether it changed."""
         changed = status != self.provider_status
         if changed:
-            self.provider_status_since = now
+            self.provider_status_since = provider_since if provider_since is not None and provider_since <= now else now
         self.provider_status = status
         self.provider_status_message = message[:2000]
         self.provider_seen_at = now
