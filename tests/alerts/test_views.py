@@ -14,6 +14,8 @@ from dashboard.accounts.roles import STAFF, VIEWERS, assign_role
 from dashboard.alerts import evaluate
 from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Incident, Notification, NotificationKind
+from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.status import DeliveryStatus
 from tests.alerts.factories import HOSTILE_ERROR, failures, fixed_now, make_rule, make_source
 from tests.conftest import make_user
 
@@ -205,3 +207,12 @@ def test_the_mail_previews_figures_agree_and_placeholders_show(staff: Client, na
     page = staff.get(f"/alerts/preview/{name}/").content.decode()
     assert "timeout of &lt;duration&gt; exceeded" in page
     assert "timeout of <duration> exceeded" not in page
+
+
+def test_an_incident_with_nothing_failing_offers_no_replay(staff: Client) -> None:
+    incident = open_incident()
+    url = f"/alerts/incidents/{incident.pk}/"
+    assert 'id="replay-failures"' in staff.get(url).content.decode()
+    # Every failure of the incident was delivered since (a replay, the provider's retries).
+    Delivery.objects.filter(stream_id=incident.stream_id).update(status=DeliveryStatus.DELIVERED, error_message="")
+    assert 'id="replay-failures"' not in staff.get(url).content.decode()
