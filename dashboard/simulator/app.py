@@ -109,8 +109,9 @@ def route_of(path: str) -> str | None:
     return streams_api.route_of(path)
 
 
-# The methods each route answers; any other is a 405 naming them.
-WRITE_ROUTES = frozenset({"replay", "stream_status", "resend_block", "receivers_up"})
+# The methods each route answers; any other is a 405 naming them. The block preview is a POST (its body is a
+# stream configuration) that changes nothing.
+WRITE_ROUTES = frozenset({"replay", "stream_status", "resend_block", "receivers_up", "block_preview"})
 
 
 def handle(world: World, request: Request) -> Response:

@@ -11,6 +11,12 @@ while its stream is not `active` is neither sent nor recorded, and a retry falli
 delivery's schedule stops there). The statuses come from the streams' ledger (streams.py), which walks
 every attempt in time order and tells this history what it dropped (`drop`, `stop`); every read first lets
 the ledger catch up with the time it reads at (`settle`).
+
+The scenario's completeness scripts (scenario.py) act here, where the deliveries are drawn: a quiet stream's
+blocks in its quiet hours are not drawn at all (nothing matched: the block preview answers null), a reload's
+blocks are drawn but left out of what is made (`matching_in_slot` keeps them, `events_in_slot` does not), and a
+slow period dates a delivery's first attempt minutes after it was due. Every random draw is made whatever the
+scripts say, so the other deliveries keep their ids and times.
 """
 
 from __future__ import annotations
@@ -157,6 +163,8 @@ class BlockEvent:
     stream: Stream
     number: int
     ts: float
+    # False for a block in which nothing matched the stream (a block re-sent on request): an empty payload.
+    matched: bool = True
 
 
 @dataclass(slots=True)
@@ -246,6 +254,14 @@ class HistoryWorld:
             for stream in self.streams
             if stream.tag == b.tag
         ]
+        by_tag = {stream.tag: stream for stream in self.streams}
+        self._reloads = [
+            (by_tag[r.tag], start + r.start, start + r.end) for r in scenario.RELOADS if r.tag in by_tag
+        ]
+        self._slow = [
+            (by_tag[p.tag], start + p.start, start + p.end, p.peak) for p in scenario.SLOW if p.tag in by_tag
+        ]
+        self._quiet = {by_tag[q.tag].id: q for q in scenario.QUIET if q.tag in by_tag}
         self._lock = threading.Lock()
         # Set by the streams' ledger: brings it up to a time before the history is read at that time.
         self.settle: Callable[[float], None] | None = None
@@ -385,6 +401,12 @@ class HistoryWorld:
         return self._events_in_slot(slot)
 
     def _events_in_slot(self, slot: int) -> list[Delivery]:
+        # A reload's blocks matched, but the provider missed them: nothing is made.
+        return [d for d in self.matching_in_slot(slot) if not self.reloading(d.event)]
+
+    def matching_in_slot(self, slot: int) -> list[Delivery]:
+        """The deliveries of the blocks the streams matched in one hour-slot, before any was missed: those of
+        a reload included, as if the streams had been `active` throughout."""
         r = entropy.rng(self.seed, "events", slot)
         # Two records per block, so blocks arrive at half the record rate.
         rate = self.deliveries_per_minute / 60.0 / 2.0
@@ -399,7 +421,12 @@ class HistoryWorld:
             if t >= end:
                 break
             stream = r.choices(self.streams, weights)[0]
-            self._deliveries_of(r, stream, catalog.block_at(stream.chain, t), out)
+            number = catalog.block_at(stream.chain, t)
+            drawn: list[Delivery] = []
+            # Drawn even in a quiet hour, so that the deliveries after it keep their ids.
+            self._deliveries_of(r, stream, number, drawn)
+            if not self.quiet(stream, catalog.block_time(stream.chain, number)):
+                out.extend(drawn)
         for stream, burst_start, burst_end, every in self._bursts:
             chain = stream.chain
             first = max(catalog.block_at(chain, burst_start), catalog.block_at(chain, slot * EVENT_SLOT)) + 1
@@ -408,14 +435,78 @@ class HistoryWorld:
                 self._deliveries_of(entropy.rng(self.seed, "burst", stream.id, number), stream, number, out)
         return out
 
-    @staticmethod
-    def _deliveries_of(r: random.Random, stream: Stream, number: int, out: list[Delivery]) -> None:
+    def _deliveries_of(self, r: random.Random, stream: Stream, number: int, out: list[Delivery]) -> None:
         """A block's two deliveries: the first attempts come 1-5 s after the block (unconfirmed) and 1-5 s
-        after its finality (confirmed)."""
+        after its finality (confirmed), later in a slow period."""
         ts = catalog.block_time(stream.chain, number)
         event = BlockEvent(key=f"{stream.id}:{number}", stream=stream, number=number, ts=ts)
-        out.append(Delivery(entropy.uuid4(r), ts + r.uniform(1.0, 5.0), event, False))
-        out.append(Delivery(entropy.uuid4(r), ts + stream.chain.confirm_seconds + r.uniform(1.0, 5.0), event, True))
+        for confirmed, due in ((False, ts), (True, ts + stream.chain.confirm_seconds)):
+            delivery_id = entropy.uuid4(r)
+            date = due + r.uniform(1.0, 5.0)
+            out.append(Delivery(delivery_id, date + self.lag(stream, date, delivery_id), event, confirmed))
+
+    # -- the completeness scripts (scenario.py) ---------------------------------------------------
+
+    def lag(self, stream: Stream, due: float, delivery_id: str) -> float:
+        """How late the provider sends a delivery of `stream` due at `due`: 0, or minutes in a slow period,
+        rising to the period's peak in its middle and falling back."""
+        for slow_stream, start, end, peak in self._slow:
+            if slow_stream.id == stream.id and start <= due < end:
+                middle = 1.0 - abs(2.0 * (due - start) / (end - start) - 1.0)
+                return 60.0 + (peak - 60.0) * middle + 20.0 * entropy.unit(self.seed, delivery_id, "lag")
+        return 0.0
+
+    def slow_periods(self) -> list[tuple[Stream, float, float]]:
+        """(stream, start, end) of the scripted slow periods: deliveries due then go out late."""
+        return [(stream, start, end) for stream, start, end, _ in self._slow]
+
+    def reloading(self, event: BlockEvent) -> bool:
+        """Whether `event`'s block was mined during an address reload of its stream (missed by the provider)."""
+        return any(
+            stream.id == event.stream.id and start <= event.ts < end for stream, start, end in self._reloads
+        )
+
+    def reloads(self) -> list[tuple[Stream, float, float]]:
+        """(stream, start, end) of the scripted address reloads."""
+        return list(self._reloads)
+
+    def quiet(self, stream: Stream, ts: float) -> bool:
+        """Whether `stream`'s contract emits nothing at `ts` (a quiet hour)."""
+        return any(start <= ts < end for start, end in self.quiet_hours(stream, ts, ts))
+
+    def quiet_hours(self, stream: Stream, since: float, until: float) -> list[tuple[float, float]]:
+        """The quiet hours of `stream` overlapping [since, until], oldest first."""
+        quiet = self._quiet.get(stream.id)
+        if quiet is None:
+            return []
+        windows = [(self.start + at, self.start + at + quiet.length) for at in quiet.scripted]
+        for slot in range(int(since // INCIDENT_SLOT) - 1, int(until // INCIDENT_SLOT) + 1):
+            r = entropy.rng(self.seed, "quiet", stream.id, slot)
+            if r.random() < quiet.chance:
+                start = slot * INCIDENT_SLOT + r.uniform(0, INCIDENT_SLOT - quiet.length)
+                windows.append((start, start + quiet.length))
+        return sorted(w for w in windows if w[0] <= until and w[1] > since)
+
+    def matching_between(self, since: float, until: float) -> list[Delivery]:
+        """The deliveries of every block the streams matched, mined in [since, until] (fresh objects, as
+        `matching_in_slot` gives them): what would have been made had every stream been `active`."""
+        longest = max((s.chain.block_seconds for s in self.streams), default=0.0)
+        first, last = int(since // EVENT_SLOT) - 1, int((until + longest) // EVENT_SLOT)
+        return [
+            d
+            for slot in range(first, last + 1)
+            for d in self.matching_in_slot(slot)
+            if since <= d.event.ts <= until
+        ]
+
+    def matching_event(self, stream: Stream, number: int) -> BlockEvent | None:
+        """The event of `stream` in block `number`, if the stream matched anything in it (whatever the stream's
+        status and any reload: what it would have received)."""
+        ts = catalog.block_time(stream.chain, number)
+        for d in self.matching_between(ts, ts):
+            if d.event.stream.id == stream.id and d.event.number == number:
+                return d.event
+        return None
 
     def _ensure(self, lo_ts: float, hi_ts: float) -> _Index:
         """The sorted index covering [lo_ts, hi_ts]; generates missing hour-slots once."""
@@ -483,6 +574,10 @@ class HistoryWorld:
     def stop(self, d: Delivery, made: int) -> None:
         """`d`'s schedule stops after its first `made` attempts: its stream was not active for the next."""
         self._stopped[d.id] = made
+
+    def was_dropped(self, delivery_id: str) -> bool:
+        """Whether the ledger left this delivery out (its stream was not active when its block came)."""
+        return delivery_id in self._dropped
 
     def stopped(self, d: Delivery, order: int) -> bool:
         made = self._stopped.get(d.id)

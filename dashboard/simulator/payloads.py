@@ -240,40 +240,53 @@ class _Block:
         self.log_index += self.r.randint(0, 11)
 
 
+# The ABI a stream of each kind was created with, and which its payloads carry (native streams have none).
+ABIS: dict[str, list[dict[str, Any]]] = {
+    "erc20": ERC20_ABI,
+    "sale": SALE_ABI,
+    "erc1155": ERC1155_ABI,
+    "mint": [ERC721_TRANSFER, ERC721_MINT_FN],
+    "swap": SWAP_ABI,
+}
+
+
+def watched_wallet(seed: int, stream_id: str) -> str:
+    """The wallet a native stream (native transfers, deposits) watches."""
+    return entropy.address(entropy.rng(seed, "watched", stream_id))
+
+
 def build_payload(seed: int, event: Any) -> dict[str, Any]:
     """An EVM webhook body for one block of one stream (`event` is the history's BlockEvent)."""
     r = entropy.rng(seed, "payload", event.key)
     stream = event.stream
     chain = stream.chain
     block = _Block(r, r.randint(0, 40), r.randint(0, 200), [], [], [], [], [], [])
-    n = 1 + min(int(r.expovariate(0.7)), 6)
-    abi: list[dict[str, Any]] = []
-    if stream.kind == "erc20":
-        abi = ERC20_ABI
+    # A block in which nothing matched (re-sent on request) has nothing to carry.
+    n = 1 + min(int(r.expovariate(0.7)), 6) if getattr(event, "matched", True) else 0
+    abi = ABIS.get(stream.kind, [])
+    if n == 0:
+        pass
+    elif stream.kind == "erc20":
         tokens = [t for t in catalog.erc20_tokens_on(chain.hex_id) if t.symbol == stream.token]
         for _ in range(n):
             _erc20(block, r.choice(tokens or list(catalog.ERC20_TOKENS[:1])))
     elif stream.kind == "sale":
-        abi = SALE_ABI
         contracts = catalog.nft_contracts_on(chain.hex_id) or list(catalog.NFT_CONTRACTS[:1])
         for _ in range(n):
             _sale(block, r.choice(contracts), event.ts)
     elif stream.kind == "erc1155":
-        abi = ERC1155_ABI
         contracts = [c for c in catalog.nft_contracts_on(chain.hex_id) if c.contract_type == "ERC1155"]
         for _ in range(n):
             _erc1155(block, r.choice(contracts))
     elif stream.kind == "mint":
-        abi = [ERC721_TRANSFER, ERC721_MINT_FN]
         contracts = [c for c in catalog.nft_contracts_on(chain.hex_id) if c.contract_type == "ERC721"]
         for _ in range(n):
             _mint(block, r.choice(contracts))
     elif stream.kind == "swap":
-        abi = SWAP_ABI
         for _ in range(n):
             _swap(block, event.ts)
     else:
-        watched = entropy.address(entropy.rng(seed, "watched", stream.id))
+        watched = watched_wallet(seed, stream.id)
         for _ in range(n):
             _native(block, watched, incoming_only=stream.kind == "deposits")
     block_hash = entropy.tx_hash(entropy.rng(seed, "block", chain.hex_id, event.number))

@@ -22,6 +22,24 @@ these scripts are placed relative to S (`--scenario-start`, else the start), so 
   (a mint at S-28 h); the stream went into `error` and was `terminated` 24 h later, some 4 h before S. Nothing is recorded
   after that.
 
+Completeness (contract §5): what arrives late, what never arrives, and what was never there.
+
+- `uniswap-v2-swaps`, an address reload: at S-6 min its owner adds a pair (the USDC/USDT pool, no swaps on it
+  yet); the provider's reload lasts two minutes, and the rush's blocks mined then (one in two, about five) are
+  neither sent nor recorded while the stream stays `active`. The block preview still answers them.
+- `nft-sales`, a slow period: a drop's sales (one block in five from S-2 min to S+12 min) meet a provider that
+  lags: deliveries due from S+1 min to S+9 min go out minutes late (up to about 7 min at S+5 min), the
+  latency spike.
+- `bsc-usdt-payments`, quiet hours: its contract emits nothing from S-50 min to S+10 min, and for an hour now
+  and then (drawn from the seed, about one six-hour stretch in four). Not an outage: the stream is `active`,
+  there is simply nothing to send, and the block preview answers null for those blocks.
+- `treasury-wallets`, an outage with missing blocks: every block it matched since the provider put it in
+  `error` (some 9 h before S) was neither sent nor recorded; the preview answers them, `block-to-webhook`
+  brings one back.
+- Dense and sparse streams: the streams share the chain activity by weight (`usdc-transfers` most, then
+  `nft-sales` and `uniswap-v2-swaps`; `bsc-usdt-payments`, `avax-deposits` a few blocks a day at the default
+  rate), and the bursts make a stream dense for a while (the swap rush matches one block in two).
+
 Random incidents fail only a share of attempts (below one half), so they never take a URL below 70 on their
 own: a stream leaves `active` only where a script says so, or by the user's hand.
 """
@@ -63,6 +81,39 @@ class Burst:
 
 
 @dataclass(frozen=True)
+class Reload:
+    """An address reload of one stream from `start` to `end` (from S): its matching blocks mined then are missed
+    (neither sent nor recorded) while it stays `active`. `added` is the address its owner added."""
+
+    tag: str
+    start: float
+    end: float
+    added: str
+
+
+@dataclass(frozen=True)
+class SlowPeriod:
+    """The provider lags on one stream: a delivery whose first attempt was due from `start` to `end` (from S)
+    goes out late, by up to `peak` seconds in the middle of the period."""
+
+    tag: str
+    start: float
+    end: float
+    peak: float
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """A stream whose contract goes quiet: nothing to match for an hour from each of `scripted` (from S), and
+    for an hour in a six-hour stretch with chance `chance` (drawn from the seed)."""
+
+    tag: str
+    scripted: tuple[float, ...]
+    chance: float
+    length: float = HOUR
+
+
+@dataclass(frozen=True)
 class ScriptedStatus:
     """A status change of one stream at S + `at`, as its owner (or the provider) made it."""
 
@@ -85,5 +136,12 @@ BURSTS: tuple[Burst, ...] = (
     Burst("uniswap-v2-swaps", -10 * MINUTE, 60 * MINUTE, 2),
     # A mint while the certificate had expired: the failures that put the stream in `error`.
     Burst("arbitrum-mints", -28 * HOUR, -27 * HOUR, 230),
+    # A drop's sales while the provider lags on them (SLOW below).
+    Burst("nft-sales", -2 * MINUTE, 12 * MINUTE, 5),
 )
+# A pair with no swaps yet (the USDC/USDT pool): adding it starts the reload.
+ADDED_PAIR = "0x3041cbd36888becc7bbcbc0045e3b1f144466f5f"
+RELOADS: tuple[Reload, ...] = (Reload("uniswap-v2-swaps", -6 * MINUTE, -4 * MINUTE, ADDED_PAIR),)
+SLOW: tuple[SlowPeriod, ...] = (SlowPeriod("nft-sales", 1 * MINUTE, 9 * MINUTE, 7 * MINUTE),)
+QUIET: tuple[Quiet, ...] = (Quiet("bsc-usdt-payments", (-50 * MINUTE,), 0.25),)
 STATUSES: tuple[ScriptedStatus, ...] = (ScriptedStatus("polygon-erc1155-transfers", -30 * HOUR, "paused"),)

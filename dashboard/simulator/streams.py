@@ -24,19 +24,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from dashboard.simulator import catalog, entropy, scenario
+from dashboard.simulator import catalog, configs, entropy, scenario
 from dashboard.simulator.history import EVENT_SLOT, BlockEvent, Delivery, HistoryWorld, Incident, Stream, iso
-from dashboard.simulator.payloads import (
-    ERC20_APPROVAL,
-    ERC20_TRANSFER,
-    ERC721_TRANSFER,
-    ERC1155_TRANSFER_BATCH,
-    ERC1155_TRANSFER_SINGLE,
-    SEAPORT_ORDER_FULFILLED,
-    UNISWAP_V2_SWAP,
-    build_payload,
-    signature,
-)
+from dashboard.simulator.payloads import build_payload
 
 ERROR_THRESHOLD = 70
 TERMINATE_AFTER = 86400.0
@@ -53,16 +43,6 @@ DESCRIPTIONS = {
     "arbitrum-mints": "Mints of the Arbitrum collections",
     "avax-deposits": "Deposits to the Avalanche hot wallet",
 }
-# The stream's topic0 filter, in the provider's signature format, per kind of stream.
-TOPICS = {
-    "erc20": [signature(ERC20_TRANSFER), signature(ERC20_APPROVAL)],
-    "sale": [signature(SEAPORT_ORDER_FULFILLED), signature(ERC721_TRANSFER), signature(ERC1155_TRANSFER_SINGLE)],
-    "erc1155": [signature(ERC1155_TRANSFER_SINGLE), signature(ERC1155_TRANSFER_BATCH)],
-    "mint": [signature(ERC721_TRANSFER)],
-    "swap": [signature(UNISWAP_V2_SWAP)],
-}
-
-
 @dataclass
 class Counts:
     delivered: int = 0
@@ -185,18 +165,10 @@ class StreamsWorld:
             "webhookUrl": stream.webhook.url,
             "description": DESCRIPTIONS.get(stream.tag, stream.tag),
             "tag": stream.tag,
-            "topic0": TOPICS.get(stream.kind),
-            "allAddresses": False,
-            "includeNativeTxs": stream.kind in ("native", "deposits"),
-            "includeContractLogs": stream.kind in TOPICS,
-            "includeInternalTxs": stream.kind in ("native", "deposits"),
-            "includeAllTxLogs": False,
-            "getNativeBalances": [],
-            "abi": None,
-            "advancedOptions": None,
+            # The configuration a block preview's body is built from (its addresses: GET .../address).
+            **configs.config(stream),
             "chainIds": [stream.chain.hex_id],
             "demo": False,
-            "triggers": None,
             "status": status,
             "statusMessage": message,
             "updatedAt": iso(updated),
@@ -248,21 +220,22 @@ class StreamsWorld:
                 return refused
             n = self._resends.get((stream.id, number), 0)
             self._resends[(stream.id, number)] = n + 1
-            event = self._block_event(stream, number, now)
+            event = self._block_event(stream, number)
             r = entropy.rng(self.history.seed, "resend", stream.id, number, n)
             delivery = Delivery(entropy.uuid4(r), now, event, True, extra=True)
             self.history.add_extra(delivery)
             self._act(ledger, Action(now, "resend", stream.id, delivery=delivery))
             return delivery
 
-    def _block_event(self, stream: Stream, number: int, now: float) -> BlockEvent:
-        """The block as the history already has it (so a re-send carries the same payload), else a new one."""
-        key = f"{stream.id}:{number}"
-        index, lo, hi = self.history.window(now)
-        for d in index.deliveries[lo:hi]:
-            if d.event.key == key:
-                return d.event
-        return BlockEvent(key=key, stream=stream, number=number, ts=catalog.block_time(stream.chain, number))
+    def _block_event(self, stream: Stream, number: int) -> BlockEvent:
+        """The block as the stream matched it, delivered or not (so a re-send carries what the stream received
+        or would have received: what the block preview shows); a block in which it matched nothing gives an
+        event with nothing in it."""
+        event = self.history.matching_event(stream, number)
+        if event is not None:
+            return event
+        ts = catalog.block_time(stream.chain, number)
+        return BlockEvent(key=f"{stream.id}:{number}", stream=stream, number=number, ts=ts, matched=False)
 
     def receivers_up(self, now: float, stream: Stream | None = None) -> list[Incident]:
         """The simulator's control: the scripted outages under way end now (of one stream's URL, or all)."""

@@ -1,4 +1,5 @@
-"""The streams host beyond /history: streams and their status, stats, delivery logs, replays, block re-sends.
+"""The streams host beyond /history: streams, their addresses and status, stats, delivery logs, replays, block
+re-sends and the block preview.
 
 Answers come from `world.streams` (statuses, counts) and `world.history` (records, attempts), so what one
 operation says agrees with what the others say at the same clock time.
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from dashboard.simulator import app, catalog, entropy
+from dashboard.simulator import app, catalog, configs, entropy, preview
 from dashboard.simulator.cursors import InvalidCursor
 from dashboard.simulator.history import Attempt, iso
 from dashboard.simulator.responses import Response, error, ok
@@ -31,6 +32,8 @@ ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("stream", re.compile(rf"^/streams/(evm|aptos)/{_SEGMENT}/?\Z")),
     ("stream_status", re.compile(rf"^/streams/(evm|aptos)/{_SEGMENT}/status/?\Z")),
     ("resend_block", re.compile(rf"^/streams/evm/{_SEGMENT}/block-to-webhook/{_SEGMENT}/{_SEGMENT}/?\Z")),
+    ("block_preview", re.compile(rf"^/streams/evm/{_SEGMENT}/block/{_SEGMENT}/?\Z")),
+    ("stream_addresses", re.compile(rf"^/streams/(evm|aptos)/{_SEGMENT}/address/?\Z")),
     # The simulator's own control, not the provider's: the receivers that are down come back now.
     ("receivers_up", re.compile(r"^/simulator/receivers/up/?\Z")),
 )
@@ -67,6 +70,10 @@ def handle(world: World, request: app.Request, route: str) -> Response:
         return stream_status(world, request, parts[0], parts[1])
     if route == "receivers_up":
         return receivers_up(world, request)
+    if route == "block_preview":
+        return block_preview(world, request, parts[0], parts[1])
+    if route == "stream_addresses":
+        return stream_addresses(world, request, parts[0], parts[1])
     return resend_block(world, parts[0], parts[1], parts[2])
 
 
@@ -195,26 +202,81 @@ def replay(world: World, raw_stream: str, raw_id: str) -> Response:
     return ok(world.history.render(delivery, now, include_payload=True))
 
 
-def resend_block(world: World, raw_chain: str, raw_block: str, raw_stream: str) -> Response:
-    found = _stream(world, raw_stream, "streamId")
+def _chain_and_block(raw_chain: str, raw_block: str) -> tuple[catalog.Chain, int]:
     chain = catalog.chain_for(raw_chain)
     if chain is None:
         raise app.BadParams(["Invalid chain provided"])
     if not re.fullmatch(r"[0-9]{1,12}", raw_block, flags=re.ASCII):
         raise app.BadParams(["blockNumber must be a positive integer"])
+    return chain, int(raw_block)
+
+
+def _mined(chain: catalog.Chain, number: int, now: float) -> None:
+    """DECISION (contract §5): a block beyond the chain's current head is a 400 that says so."""
+    head = catalog.block_at(chain, now)
+    if number > head:
+        raise app.BadParams([f"Block {number} is beyond the current head of chain {chain.hex_id} ({head})"])
+
+
+def resend_block(world: World, raw_chain: str, raw_block: str, raw_stream: str) -> Response:
+    found = _stream(world, raw_stream, "streamId")
+    chain, number = _chain_and_block(raw_chain, raw_block)
     if found is None:
         return error(404, STREAM_NOT_FOUND, nest=False)
     if chain.hex_id != found.chain.hex_id:
         raise app.BadParams([f"Chain {chain.hex_id} is not part of the stream"])
     now = world.clock.timestamp()
-    number = int(raw_block)
-    if number > catalog.block_at(chain, now):
-        raise app.BadParams([f"Block {number} not found"])
+    _mined(chain, number, now)
     made = world.streams.resend(found, number, now)
     if isinstance(made, str):
         return error(400, made, nest=False)
     record = world.history.render(made, now, include_payload=True)
     return ok(record["payload"])
+
+
+def block_preview(world: World, request: app.Request, raw_chain: str, raw_block: str) -> Response:
+    """`POST /streams/evm/{chainId}/block/{blockNumber}` with a stream configuration: the webhook body it would
+    receive for that block, or null (preview.py). Sends nothing, records nothing."""
+    chain, number = _chain_and_block(raw_chain, raw_block)
+    try:
+        body = orjson.loads(request.body) if request.body else {}
+        config = preview.parse_config(body)
+    except orjson.JSONDecodeError:
+        raise app.BadParams(["Invalid JSON body"]) from None
+    except preview.InvalidConfig as exc:
+        raise app.BadParams([str(exc)]) from None
+    now = world.clock.timestamp()
+    _mined(chain, number, now)
+    return ok(preview.preview(world.history, chain, number, config, now))
+
+
+def stream_addresses(world: World, request: app.Request, kind: str, raw_id: str) -> Response:
+    """`GET /streams/evm/{id}/address?limit=&cursor=`: the addresses the stream watches, `{address}` each."""
+    limit = app.parse_int("limit", request.one("limit"), low=1, high=100)
+    found = _stream(world, raw_id)
+    if found is None or kind != "evm":
+        return error(404, STREAM_NOT_FOUND, nest=False)
+    offset = 0
+    raw_cursor = request.one("cursor")
+    if raw_cursor:
+        try:
+            claims = world.cursors.decode(raw_cursor, kind="addresses")
+            if claims["stream"] != found.id:
+                raise InvalidCursor("cursor belongs to another stream")
+            limit, offset = int(claims["limit"]), int(claims["offset"])
+        except (InvalidCursor, KeyError, TypeError, ValueError):
+            raise app.BadParams(["Invalid cursor"]) from None
+    every = configs.addresses(world.history.seed, found)
+    body: dict[str, object] = {
+        "result": [{"address": a} for a in every[offset : offset + limit]],
+        "total": len(every),
+    }
+    if offset + limit < len(every):
+        body["cursor"] = world.cursors.encode(
+            {"kind": "addresses", "stream": found.id, "limit": limit, "offset": offset + limit,
+             "iat": int(world.clock.timestamp())}
+        )
+    return ok(body)
 
 
 # -- delivery logs -------------------------------------------------------------------------------

@@ -28,10 +28,18 @@ def test_the_operation_validators_reject_wrong_bodies() -> None:
     assert errors_of(REPLAY, {"id": "x"})
 
 
+# The stream's ABI: the published file types it as an object, but a stream is created with, and shows, the list
+# of ABI entries its payloads carry (the payload schema's `abi`).
+ABI = schemas.validator("streams.json", "AbiItem")
+
+
 def published(stream: dict) -> dict:
-    """The stream without the two fields the contract adds to EVM streams (§5: `updatedAt`, `isErrorSince`)."""
+    """The stream without the two fields the contract adds to EVM streams (§5: `updatedAt`, `isErrorSince`),
+    its ABI checked apart as a list of ABI entries."""
     assert "updatedAt" in stream and "isErrorSince" in stream
-    return {k: v for k, v in stream.items() if k not in ("updatedAt", "isErrorSince")}
+    abi = stream["abi"]
+    assert abi is None or (isinstance(abi, list) and all(errors_of(ABI, entry) == [] for entry in abi))
+    return {k: v for k, v in stream.items() if k not in ("updatedAt", "isErrorSince", "abi")}
 
 
 def test_stream_lists_and_streams_match_the_published_schema(
