@@ -7,7 +7,7 @@ import hashlib
 import re
 import uuid
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -119,6 +119,7 @@ def assert_derived_exact(using: str = "default") -> None:
         cursor.execute(f"SELECT {slice_dims}, deliveries, retries_sum FROM deliveries_streamperiodrollup")
         assert sorted(cursor.fetchall()) == expected_rows, "deliveries_streamperiodrollup"
     assert HourlyRollup.objects.using(using).filter(deliveries=0).count() == 0
+    assert_latency_histograms_exact(using)
 
     streams = {(s.source_id, s.stream_id): s for s in Stream.objects.using(using)}
     with connections[using].cursor() as cursor:
@@ -184,3 +185,51 @@ def readable_plan(plan: str) -> str:
     return _PARTITION_SCAN.sub(
         lambda m: f"(small partition {m.group(1)} read whole)" if m.group(1) in small else m.group(0), plan
     )
+
+
+def assert_latency_histograms_exact(using: str = "default") -> None:
+    """Each hourly rollup row's latency histograms count its rows' latencies per bucket (unconfirmed and confirmed
+    apart); each period row's are the sums of its hours', each stream period row's the sums of its period rows'."""
+    from dashboard.deliveries.latency import BUCKETS, added, bucket_of
+    from dashboard.deliveries.models import (
+        PERIOD_ORIGIN,
+        Delivery,
+        HourlyRollup,
+        PeriodRollup,
+        StreamPeriodRollup,
+    )
+
+    dims = ("source_id", "stream_id", "tag", "webhook_url", "chain_id", "status", "error_group_id", "retries")
+    expected: dict[tuple[Any, ...], list[int]] = {}
+    rows = Delivery.objects.using(using).filter(is_test=False).values(*dims, "date", "latency_ms", "confirmed")
+    for row in rows:
+        key = (HourlyRollup.hour_of(row["date"]), *(row[d] for d in dims))
+        histograms = expected.setdefault(key, [0] * (2 * BUCKETS))
+        if row["latency_ms"] is not None:
+            histograms[bucket_of(row["latency_ms"]) + (BUCKETS if row["confirmed"] else 0)] += 1
+    hourly = {
+        (r["hour"], *(r[d] for d in dims)): added(r["latency_unconfirmed"]) + added(r["latency_confirmed"])
+        for r in HourlyRollup.objects.using(using).values("hour", *dims, "latency_unconfirmed", "latency_confirmed")
+    }
+    assert hourly == expected, "hourly latency histograms"
+    summed: dict[tuple[Any, ...], list[int]] = {}
+    for (hour, *rest), histograms in hourly.items():
+        key = (PERIOD_ORIGIN + (hour - PERIOD_ORIGIN) // timedelta(hours=6) * timedelta(hours=6), *rest)
+        summed[key] = [a + b for a, b in zip(summed.get(key, [0] * (2 * BUCKETS)), histograms, strict=True)]
+    periods = {
+        (r["hour"], *(r[d] for d in dims)): added(r["latency_unconfirmed"]) + added(r["latency_confirmed"])
+        for r in PeriodRollup.objects.using(using).values("hour", *dims, "latency_unconfirmed", "latency_confirmed")
+    }
+    assert periods == summed, "period latency histograms"
+    stream_dims = ("source_id", "stream_id", "tag", "webhook_url", "chain_id", "status")
+    per_stream: dict[tuple[Any, ...], list[int]] = {}
+    for (hour, *rest), histograms in periods.items():
+        key = (hour, *rest[:len(stream_dims)])
+        per_stream[key] = [a + b for a, b in zip(per_stream.get(key, [0] * (2 * BUCKETS)), histograms, strict=True)]
+    stream_periods = {
+        (r["hour"], *(r[d] for d in stream_dims)): added(r["latency_unconfirmed"]) + added(r["latency_confirmed"])
+        for r in StreamPeriodRollup.objects.using(using).values(
+            "hour", *stream_dims, "latency_unconfirmed", "latency_confirmed"
+        )
+    }
+    assert stream_periods == per_stream, "stream period latency histograms"

@@ -34,6 +34,7 @@ from psycopg.types.json import Jsonb
 
 from dashboard.deliveries import metrics
 from dashboard.deliveries.grouping import apply_group_changes, group_ids_for
+from dashboard.deliveries.latency import BUCKETS, bucket_of
 from dashboard.deliveries.models import HourlyRollup
 from dashboard.deliveries.partitions import ensure_partitions
 from dashboard.deliveries.payload_keys import event_names
@@ -72,6 +73,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("first_seen_at", "timestamptz"),
     ("updated_at", "timestamptz"),
     ("is_test", "bool"),
+    ("block_time", "timestamptz"),
+    ("latency_ms", "int4"),
 )
 COLUMN_NAMES = [name for name, _type in COLUMNS]
 COPY_TYPES = [type_ for _name, type_ in COLUMNS]
@@ -133,6 +136,16 @@ class Counted(NamedTuple):
     retries: int
     events: tuple[str, ...]
     is_test: bool
+    # Where the delivery counts in the rollups' latency histograms (`latency_slot`); None without a latency.
+    latency_slot: int | None = None
+
+
+def latency_slot(latency_ms: int | None, confirmed: bool | None) -> int | None:
+    """A delivery's place in a rollup row's two latency histograms laid end to end: its bucket, plus BUCKETS
+    when it is confirmed."""
+    if latency_ms is None:
+        return None
+    return bucket_of(latency_ms) + (BUCKETS if confirmed else 0)
 
 
 class Written(NamedTuple):
@@ -181,6 +194,7 @@ class BatchChanges:
         self.gained: dict[int, tuple[datetime, datetime]] = {}
         self.lost: set[int] = set()
         self.rollups: dict[tuple[Any, ...], int] = defaultdict(int)
+        self.latencies: dict[tuple[Any, ...], list[int]] = {}
         self.streams: dict[str, _StreamSeen] = {}
         self._prepared: tuple[RollupDelta | None, list[Any]] | None = None
 
@@ -214,12 +228,20 @@ class BatchChanges:
     def _count(self, row: Counted, sign: int) -> None:
         # A test webhook is no chain event: it stays out of the counts every rate and chart reads.
         if not row.is_test:
-            self.rollups[(row.source_id, HourlyRollup.hour_of(row.date), *row[2:10])] += sign
+            key = (row.source_id, HourlyRollup.hour_of(row.date), *row[2:10])
+            self.rollups[key] += sign
+            if row.latency_slot is not None:
+                histograms = self.latencies.get(key)
+                if histograms is None:
+                    histograms = self.latencies[key] = [0] * (2 * BUCKETS)
+                histograms[row.latency_slot] += sign
 
     def prepare(self) -> tuple[RollupDelta | None, list[Any]]:
         """The statements' parameters, computed once (while the server is busy with the rows, when called then)."""
         if self._prepared is None:
-            self._prepared = (rollup_delta(self.rollups), _stream_params(self.source_id, self.streams))
+            self._prepared = (
+                rollup_delta(self.rollups, self.latencies), _stream_params(self.source_id, self.streams)
+            )
         return self._prepared
 
     def apply(self, cursor: Any, result: StoreResult) -> None:
@@ -257,7 +279,7 @@ class _StreamSeen:
 def _counted(p: ParsedRecord, source_id: int, group_id: int | None) -> Counted:
     return Counted(
         source_id, p.date, p.stream_id, p.tag, p.webhook_url, p.chain_id, p.status, group_id, p.retries,
-        event_names(p.search_keys), p.is_test,
+        event_names(p.search_keys), p.is_test, latency_slot(p.latency_ms, p.confirmed),
     )
 
 
@@ -328,7 +350,7 @@ def copy_rows(
                     _group_of(p, group_ids),
                     p.search_keys, Jsonb(p.tiny_payload, dumps=raw_json),
                     Jsonb(p.payload, dumps=raw_json) if p.payload is not None else None,
-                    p.record_hash, now, now, p.is_test,
+                    p.record_hash, now, now, p.is_test, p.block_time, p.latency_ms,
                 )
             )
         return meanwhile() if meanwhile is not None else None
@@ -373,7 +395,8 @@ def _upsert_from_stage(cursor: Any, staged: dict[uuid.UUID, ParsedRecord]) -> li
         f"""
         WITH old AS (
             SELECT d.id, d.source_id, d.date, d.stream_id, d.tag, d.webhook_url, d.chain_id, d.status,
-                   d.error_group_id, d.retries, {EVENT_KEYS} AS events, d.is_test, d.error_message
+                   d.error_group_id, d.retries, {EVENT_KEYS} AS events, d.is_test, d.error_message,
+                   d.latency_ms, d.confirmed
               FROM deliveries_delivery d JOIN {STAGE_TABLE} s ON s.id = d.id
         ), written AS (
             INSERT INTO deliveries_delivery AS d ({columns})
@@ -393,14 +416,16 @@ def _upsert_from_stage(cursor: Any, staged: dict[uuid.UUID, ParsedRecord]) -> li
                                          IS DISTINCT FROM (w.retries, w.error_message, w.status))
         )
         SELECT w.id, w.source_id, w.error_group_id, o.id IS NOT NULL, o.source_id, o.date, o.stream_id, o.tag,
-               o.webhook_url, o.chain_id, o.status, o.error_group_id, o.retries, o.events, o.is_test
+               o.webhook_url, o.chain_id, o.status, o.error_group_id, o.retries, o.events, o.is_test,
+               o.latency_ms, o.confirmed
           FROM written w LEFT JOIN old o ON o.id = w.id
         """,  # noqa: S608 - table and column names are constants
     )
     return [
         Written(
             id_, _counted(staged[id_], source_id, group_id),
-            Counted._make((*old[:9], tuple(e[6:] for e in old[9]), old[10])) if existed else None,
+            Counted._make((*old[:9], tuple(e[6:] for e in old[9]), old[10], latency_slot(old[11], old[12])))
+            if existed else None,
         )
         for id_, source_id, group_id, existed, *old in cursor.fetchall()
     ]

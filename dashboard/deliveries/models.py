@@ -639,6 +639,10 @@ class Delivery(models.Model):
     # The provider's test webhook after a stream is created, updated or reactivated (no chain, no block): shown
     # and labelled, but kept out of rollups, success rates and alert conditions.
     is_test = models.BooleanField(default=False, db_default=False)
+    # When the block was mined (`payload.block.timestamp`), and the processing latency: `date` (the first
+    # attempt) minus it, in milliseconds (`latency.py`). None without a payload (excludePayload) or a block.
+    block_time = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.IntegerField(null=True, blank=True)
 
     objects = DeliveryQuerySet.as_manager()
 
@@ -760,7 +764,19 @@ class RollupCounts(SliceCounts):
         abstract = True
 
 
-class HourlyRollup(RollupCounts):
+class LatencyCounts(models.Model):
+    """The deliveries of a rollup row counted per latency bucket (`latency.BOUNDS`), unconfirmed and confirmed
+    apart: one integer per bucket, added bucket by bucket when rows are merged, so any window's percentiles come
+    from the sums of its rows. Null in a row written before latencies were kept (counts nothing)."""
+
+    latency_unconfirmed = ArrayField(models.IntegerField(), null=True, blank=True)
+    latency_confirmed = ArrayField(models.IntegerField(), null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class HourlyRollup(LatencyCounts, RollupCounts):
     """Delivery counts per hour and dimension, kept exact by ingest (each written row added under its
     dimensions, each replaced row taken away under its own) and recomputed from the rows by a rebuild.
 
@@ -793,7 +809,7 @@ class RollupChanges(models.Model):
         return f"{self.changes} rollup changes"
 
 
-class PeriodRollup(RollupCounts):
+class PeriodRollup(LatencyCounts, RollupCounts):
     """The hourly rollups summed per ROLLUP_PERIOD (six hours from midnight UTC): what a long window reads for
     its whole periods, a sixth of the rows or fewer. Ingest adds and takes away the same counts here as in the
     hourly rows (`rollup_upkeep.add_to_rollups`); a rebuild or a search-key refresh recomputes it from the
@@ -810,7 +826,7 @@ class PeriodRollup(RollupCounts):
         return PERIOD_ORIGIN + (moment - PERIOD_ORIGIN) // ROLLUP_PERIOD * ROLLUP_PERIOD
 
 
-class StreamPeriodRollup(SliceCounts):
+class StreamPeriodRollup(LatencyCounts, SliceCounts):
     """The period rollups summed over error group and retry count: per ROLLUP_PERIOD, stream, tag, webhook URL,
     chain and status, the deliveries and their retries. What a long window read per stream (the streams page,
     charts not sliced by error group, a stream's whole history) sums: at 10 M deliveries, 8.5 k rows for 90 days

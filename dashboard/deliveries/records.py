@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from dashboard.deliveries.latency import latency_ms
 from dashboard.deliveries.payload_keys import search_keys
 from dashboard.deliveries.status import delivery_status
 from dashboard.upstream.parsing import as_bool, as_datetime, as_int
@@ -38,6 +39,10 @@ class ParsedRecord:
     record_hash: str
     # The provider's test webhook (sent after a stream is created, updated or reactivated): no chain, no block.
     is_test: bool = False
+    # When the block was mined (`payload.block.timestamp`; the tinyPayload has none, so a record read with
+    # excludePayload has none either) and the processing latency, `date` − block time (latency.py).
+    block_time: datetime | None = None
+    latency_ms: int | None = None
 
 
 def raw_json(data: bytes) -> bytes:
@@ -137,6 +142,7 @@ def parse_record(record: dict[str, Any]) -> ParsedRecord:
     if block_number is None and payload is not None and isinstance(payload.get("block"), dict):
         block_number = _int(payload["block"].get("number"), None)
     chain_id = _chain_id(tiny.get("chainId") or (payload or {}).get("chainId"))
+    block_time = _block_time(payload)
     return ParsedRecord(
         id=record_id,
         date=date,
@@ -155,7 +161,21 @@ def parse_record(record: dict[str, Any]) -> ParsedRecord:
         payload=json_bytes(payload) if payload is not None else None,
         record_hash=record_hash(record),
         is_test=chain_id == "" and block_number is None,
+        block_time=block_time,
+        latency_ms=latency_ms(date, block_time),
     )
+
+
+def _block_time(payload: dict[str, Any] | None) -> datetime | None:
+    """The block's timestamp (Unix seconds, a string or a number); None when missing, zero or unreadable."""
+    block = payload.get("block") if payload is not None else None
+    if not isinstance(block, dict):
+        return None
+    timestamp = block.get("timestamp")
+    if timestamp in (None, "", 0, "0") or isinstance(timestamp, bool):
+        return None
+    moment = as_datetime(timestamp)
+    return moment if moment is not None and moment.year >= 2000 else None
 
 
 def parse_records(records: Iterable[dict[str, Any]], rejected: list[str]) -> list[ParsedRecord]:

@@ -34,6 +34,7 @@ from dashboard.deliveries.partitions import ensure_partitions_between
 from dashboard.deliveries.rebuild import rebuild_derived
 from dashboard.deliveries.write_lock import take_write_lock
 from dashboard.sources.models import Source
+from dashboard.upstream.chains import find_chain
 
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
 # The ERC-20 Transfer event: the logs decode with it, so the keys hold "event:transfer" as at ingest.
@@ -129,8 +130,8 @@ _INSERT = """
 WITH streams AS (
     SELECT * FROM unnest(
         %(stream_ids)s::text[], %(tags)s::text[], %(urls)s::text[], %(chains)s::text[],
-        %(contracts)s::text[], %(first_blocks)s::bigint[], %(hostile_streams)s::boolean[]
-    ) WITH ORDINALITY AS s(stream_id, tag, url, chain, contract, first_block, hostile, n)
+        %(contracts)s::text[], %(first_blocks)s::bigint[], %(hostile_streams)s::boolean[], %(finality_ms)s::int[]
+    ) WITH ORDINALITY AS s(stream_id, tag, url, chain, contract, first_block, hostile, finality_ms, n)
 ), errors AS (
     SELECT * FROM unnest(%(messages)s::text[], %(group_ids)s::bigint[])
         WITH ORDINALITY AS e(message, group_id, n)
@@ -152,7 +153,7 @@ WITH streams AS (
            ('x0' || substr(h1, 15, 7))::bit(32)::int AS r7
       FROM base b
 ), rows AS MATERIALIZED (
-    SELECT r.i, r.tx1, r.tx2, r.r7,
+    SELECT r.i, r.tx1, r.tx2, r.r7, r.r3 AS lr1, r.r4 AS lr2,
            h1::uuid AS id,
            %(newest)s::timestamptz - make_interval(secs => r.i * %(step)s::float8) AS date,
            1 + (r.r5 %% %(stream_count)s) AS stream_n,
@@ -167,22 +168,32 @@ WITH streams AS (
            '0x' || substr(md5(%(seed)s || ':addr:' || (r.r4 %% %(pool)s)), 1, 32)
                 || substr(md5(%(seed)s || ':addr+:' || (r.r4 %% %(pool)s)), 1, 8) AS to2
       FROM rnd r
+), timed AS MATERIALIZED (
+    -- The block mined 1-5 s before an unconfirmed delivery, the chain's finality more before a confirmed one;
+    -- in about one minute of 89 every delivery is 30 s to 5 min later still. Whole seconds, as payloads give.
+    SELECT x.*, to_timestamp(floor(extract(epoch FROM x.date)
+               - (1000 + (x.lr2 / 7) %% 4000
+                  + CASE WHEN x.confirmed THEN s.finality_ms ELSE 0 END
+                  + CASE WHEN (extract(epoch FROM x.date)::bigint / 60) %% 89 = 0
+                         THEN 30000 + (x.lr1 / 11) %% 270000 ELSE 0 END) / 1000.0)) AS block_time
+      FROM rows x JOIN streams s ON s.n = x.stream_n
 ), full_rows AS MATERIALIZED (
     SELECT x.*, s.stream_id, s.tag, s.url, s.chain, s.contract, s.hostile,
+           floor(extract(epoch FROM x.date - x.block_time) * 1000)::int AS latency_ms,
            s.first_block + (%(last_row)s - x.i) / (2 * %(stream_count)s) AS block,
            e.message, e.group_id,
            CASE WHEN e.n IS NULL THEN (CASE WHEN x.r7 %% 40 = 0 THEN 1 ELSE 0 END)
                 ELSE 1 + x.r7 %% 7 END AS retries,
            -- Checksummed addresses come in mixed case; the keys are lower case whatever the payload says.
            CASE WHEN x.r7 %% 2 = 0 THEN '0x' || upper(substr(x.from1, 3)) ELSE x.from1 END AS from1_shown
-      FROM rows x
+      FROM timed x
       JOIN streams s ON s.n = x.stream_n
       LEFT JOIN errors e ON e.n = x.error_n
 )
 INSERT INTO deliveries_delivery (
     id, source_id, date, stream_id, tag, webhook_url, chain_id, confirmed, block_number, records, retries,
     error_message, status, error_group_id, search_keys, tiny_payload, payload, record_hash, first_seen_at,
-    updated_at
+    updated_at, block_time, latency_ms
 )
 SELECT f.id, %(source_id)s, f.date, f.stream_id, f.tag, f.url, f.chain, f.confirmed, f.block, 6, f.retries,
        coalesce(f.message, ''),
@@ -204,7 +215,7 @@ SELECT f.id, %(source_id)s, f.date, f.stream_id, f.tag, f.url, f.chain, f.confir
            'block', jsonb_build_object(
                'number', f.block::text,
                'hash', '0x' || md5(f.chain || ':' || f.block) || md5(f.block || ':' || f.chain),
-               'timestamp', extract(epoch FROM f.date)::bigint::text),
+               'timestamp', extract(epoch FROM f.block_time)::bigint::text),
            'chainId', f.chain, 'confirmed', f.confirmed, 'retries', f.retries, 'tag', f.tag,
            'streamId', f.stream_id,
            'logs', jsonb_build_array(
@@ -243,7 +254,7 @@ SELECT f.id, %(source_id)s, f.date, f.stream_id, f.tag, f.url, f.chain, f.confir
                                   'to', f.to2, 'value', (f.r7 * 7)::text, 'tokenDecimals', '6')),
            'abi', %(abi)s::jsonb
        ),
-       md5(f.id::text), f.date, f.date
+       md5(f.id::text), f.date, f.date, f.block_time, f.latency_ms
   FROM full_rows f
  -- A rerun's rows are dated from a later "now": the key (id, date) alone would not skip them.
  WHERE NOT %(rerun)s OR NOT EXISTS (SELECT 1 FROM deliveries_delivery d WHERE d.id = f.id)
@@ -305,6 +316,7 @@ def generate_deliveries(
         "contracts": [s[3] for s in STREAMS],
         "first_blocks": [s[4] for s in STREAMS],
         "hostile_streams": [hostile and n == len(STREAMS) - 1 for n in range(len(STREAMS))],
+        "finality_ms": [_finality_ms(s[1]) for s in STREAMS],
         "stream_count": len(STREAMS),
         "messages": messages,
         "group_ids": group_ids,
@@ -335,6 +347,11 @@ def generate_deliveries(
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE deliveries_delivery")
     return Generated(source, count, tuple(ids), time.monotonic() - started)
+
+
+def _finality_ms(chain_id: str) -> int:
+    chain = find_chain(chain_id)
+    return (chain.finality_seconds if chain is not None else 900) * 1000
 
 
 def _error_group(message: str, seen: datetime) -> ErrorGroup:

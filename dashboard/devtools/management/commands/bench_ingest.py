@@ -274,8 +274,11 @@ def _records(count: int, r: random.Random, interval: float = 6.0) -> list[dict[s
         addr = [_hex(r, 20) for _ in range(4)]
         failing = r.random() < 0.1
         retries = r.randint(0, 7) if failing else r.choice((0, 0, 0, 1))
+        date = start + timedelta(seconds=n * interval)
+        # Mined 1-5 s before the delivery (Ethereum's 12 confirmations, 144 s, more for a confirmed one).
+        mined = int(date.timestamp()) - r.randint(1, 5) - (144 if n % 2 else 0)
         payload = {
-            "block": {"number": str(block), "hash": _hex(r, 32), "timestamp": str(1_700_000_000 + n * 6)},
+            "block": {"number": str(block), "hash": _hex(r, 32), "timestamp": str(mined)},
             "chainId": "0x1",
             # ERC-20 transfers the payload's ABI decodes, as a token stream's are (decoding is part of parsing)
             "logs": [
@@ -304,7 +307,7 @@ def _records(count: int, r: random.Random, interval: float = 6.0) -> list[dict[s
         }
         record = {
             "id": str(uuid.UUID(int=r.getrandbits(128), version=4)),
-            "date": (start + timedelta(seconds=n * interval)).isoformat().replace("+00:00", "Z"),
+            "date": date.isoformat().replace("+00:00", "Z"),
             "tinyPayload": {"chainId": "0x1", "confirmed": n % 2 == 1, "block": str(block), "records": 5,
                             "retries": retries},
             "errorMessage": r.choice(ERRORS).format(n=r.randint(1, 250)) if failing else "",
