@@ -1,22 +1,26 @@
-"""The streams host beyond `/history`: streams and their status, stats, delivery logs, and the writes
-(replay a delivery, change a stream's status, re-send a block).
+"""The streams host beyond `/history`: streams, their configuration and addresses, status, stats, delivery
+logs, the block preview, and the writes (replay a delivery, change a stream's status, re-send a block).
 
-Reads retry like `/history`. Writes go through `UpstreamClient.post_json`, which never re-sends a request
-whose answer was lost: it raises `errors.OutcomeUnknown`, and the caller reads the state again
-(`fetch_stream`, the history record) to learn whether the provider acted.
+Reads retry like `/history`; so does the block preview, a POST that changes nothing. Writes go through
+`UpstreamClient.post_json`, which never re-sends a request whose answer was lost: it raises
+`errors.OutcomeUnknown`, and the caller reads the state again (`fetch_stream`, the history record) to learn
+whether the provider acted.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+import httpx
+import orjson
+
 from dashboard.upstream import errors
 from dashboard.upstream.chains import normalize_chain
-from dashboard.upstream.client import UpstreamClient
+from dashboard.upstream.client import UpstreamClient, upstream_message
 from dashboard.upstream.pagination import follow_cursor
 from dashboard.upstream.parsing import as_bool, as_datetime, as_dict, as_int, as_str
 from dashboard.upstream.records import MalformedRecord, RecordError, parse_items, result_items
@@ -29,6 +33,65 @@ STATUSES = ("active", "paused", "error", "terminated")
 DELIVERY_STATUSES = ("failed", "success")
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """What a stream matches, as the stream listing shows it: the body of a block preview once the stream's
+    addresses (`fetch_stream_addresses`) are added. The parts this client does not read (ABI, advanced
+    options, triggers, native balances) are kept as sent, so the preview is asked with the stream's own."""
+
+    tag: str | None
+    # Event signatures ("Transfer(address,address,uint256)") or topic hashes, as the stream holds them.
+    topic0: tuple[str, ...]
+    all_addresses: bool
+    include_native_txs: bool
+    include_contract_logs: bool
+    include_internal_txs: bool
+    include_all_tx_logs: bool
+    abi: Any = field(default=None, repr=False)
+    advanced_options: Any = field(default=None, repr=False)
+    get_native_balances: Any = field(default=None, repr=False)
+    triggers: Any = field(default=None, repr=False)
+    # Lower case; empty until added from the stream's address list.
+    addresses: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, item: dict[str, Any]) -> StreamConfig:
+        topics = item.get("topic0")
+        return cls(
+            tag=as_str(item.get("tag")),
+            topic0=tuple(t for t in (as_str(v) for v in (topics if isinstance(topics, list) else [])) if t),
+            all_addresses=bool(as_bool(item.get("allAddresses"))),
+            include_native_txs=bool(as_bool(item.get("includeNativeTxs"))),
+            include_contract_logs=bool(as_bool(item.get("includeContractLogs"))),
+            include_internal_txs=bool(as_bool(item.get("includeInternalTxs"))),
+            include_all_tx_logs=bool(as_bool(item.get("includeAllTxLogs"))),
+            abi=item.get("abi"),
+            advanced_options=item.get("advancedOptions"),
+            get_native_balances=item.get("getNativeBalances"),
+            triggers=item.get("triggers"),
+        )
+
+    def with_addresses(self, addresses: Iterable[str]) -> StreamConfig:
+        return replace(self, addresses=tuple(a.strip().lower() for a in addresses))
+
+    def as_body(self) -> dict[str, Any]:
+        """The block preview's body (contract §5)."""
+        return {
+            "tag": self.tag or "",
+            "topic0": list(self.topic0),
+            "abi": self.abi,
+            "allAddresses": self.all_addresses,
+            "includeNativeTxs": self.include_native_txs,
+            "includeContractLogs": self.include_contract_logs,
+            "includeInternalTxs": self.include_internal_txs,
+            "includeAllTxLogs": self.include_all_tx_logs,
+            "advancedOptions": self.advanced_options,
+            "getNativeBalances": self.get_native_balances if self.get_native_balances is not None else [],
+            "triggers": self.triggers,
+            "addresses": list(self.addresses),
+        }
 
 
 @dataclass(frozen=True)
@@ -58,6 +121,11 @@ class Stream:
     def failing(self) -> bool:
         """In `error` or `terminated`: the provider sends it nothing."""
         return self.status in ("error", "terminated")
+
+    @property
+    def config(self) -> StreamConfig:
+        """What the stream matches, without its addresses (`fetch_stream_addresses`)."""
+        return StreamConfig.parse(self.raw)
 
     @classmethod
     def parse(cls, item: Any, *, kind: StreamKind = "evm") -> Stream:
@@ -227,6 +295,51 @@ class ResentBlock:
     payload: dict[str, Any] = field(repr=False)
 
 
+@dataclass
+class AddressesPage:
+    addresses: list[str]
+    total: int | None
+    cursor: str | None
+
+
+@dataclass(frozen=True)
+class BlockPreview:
+    """What a stream configuration would receive for one block (contract §5). `payload` is the webhook body
+    as the provider built it, shaped like a history record's payload."""
+
+    chain_id: str
+    block_number: int
+    block_hash: str | None
+    # When the block was mined.
+    block_timestamp: datetime | None
+    confirmed: bool | None
+    logs: int
+    txs: int
+    txs_internal: int
+    payload: dict[str, Any] = field(repr=False)
+
+    @property
+    def records(self) -> int:
+        """Logs, transactions and internal transactions, counted as a history record's `records` counts them."""
+        return self.logs + self.txs + self.txs_internal
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], *, chain_id: str, block_number: int) -> BlockPreview:
+        block = as_dict(data.get("block")) or {}
+        number = as_int(block.get("number"))
+        return cls(
+            chain_id=(as_str(data.get("chainId")) or chain_id).lower(),
+            block_number=number if number is not None else block_number,
+            block_hash=as_str(block.get("hash")),
+            block_timestamp=as_datetime(block.get("timestamp")),
+            confirmed=as_bool(data.get("confirmed")),
+            logs=_count(data.get("logs")),
+            txs=_count(data.get("txs")),
+            txs_internal=_count(data.get("txsInternal")),
+            payload=data,
+        )
+
+
 # -- reads ---------------------------------------------------------------------------------------
 
 
@@ -269,6 +382,52 @@ def fetch_stream(client: UpstreamClient, stream_id: str, *, kind: StreamKind = "
         raise errors.BadResponse(
             f"{client.base_url}{path} answered with no stream: {exc}", url=client.base_url
         ) from None
+
+
+def fetch_addresses_page(
+    client: UpstreamClient, stream_id: str, *, kind: StreamKind = "evm", limit: int = 100, cursor: str | None = None
+) -> AddressesPage:
+    """One page of the addresses a stream watches (`GET /streams/{kind}/{id}/address`), lower case."""
+    _check_kind(kind)
+    _check_limit(limit)
+    path = f"/streams/{kind}/{validate_uuid(stream_id, what='stream id')}/address"
+    data = client.get_json(path, {"limit": limit, "cursor": cursor or None}, expect_object=True)
+    addresses = []
+    for item in _result(client, path, data):
+        # `{"address": "0x…"}` as published; a bare string is read too.
+        text = as_str(item.get("address")) if isinstance(item, dict) else as_str(item)
+        if text:
+            addresses.append(text.strip().lower())
+    return AddressesPage(addresses=addresses, total=as_int(data.get("total")), cursor=_cursor(data))
+
+
+def fetch_stream_addresses(client: UpstreamClient, stream_id: str, *, kind: StreamKind = "evm") -> list[str]:
+    """Every address a stream watches, following cursors."""
+
+    def fetch(page_cursor: str | None) -> AddressesPage:
+        return fetch_addresses_page(client, stream_id, kind=kind, cursor=page_cursor)
+
+    return [address for page in follow_cursor(fetch) for address in page.addresses]
+
+
+def preview_block(
+    client: UpstreamClient, chain_id: str | int, block_number: int, config: StreamConfig
+) -> BlockPreview | None:
+    """What `config` would receive for one block (`POST /streams/evm/{chainId}/block/{blockNumber}`), or None
+    when nothing in the block matches it. Sends nothing to any webhook and changes nothing at the provider,
+    so it is retried like a read. A malformed block, or one beyond the chain's head, is a BadRequest with the
+    provider's message; a 429 beyond the client's retries is RateLimited with its Retry-After."""
+    chain_hex = normalize_chain(chain_id)
+    _check_block(block_number)
+    path = f"/streams/evm/{chain_hex}/block/{block_number}"
+    data = _post_read(client, path, config.as_body())
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise errors.BadResponse(
+            f"{client.base_url}{path} answered with neither a payload nor null", status_code=200, url=client.base_url
+        )
+    return BlockPreview.parse(data, chain_id=chain_hex, block_number=block_number)
 
 
 def fetch_stats(client: UpstreamClient, stream_id: str | None = None) -> StreamStats:
@@ -432,8 +591,7 @@ def resend_block(client: UpstreamClient, stream_id: str, chain_id: str, block_nu
     when the answer was lost: look for the delivery in /history rather than asking again."""
     stream_id = validate_uuid(stream_id, what="stream id")
     chain_hex = normalize_chain(chain_id)
-    if isinstance(block_number, bool) or not isinstance(block_number, int) or block_number < 0:
-        raise errors.InvalidRequest(f"block number must be a whole number, got {block_number!r}")
+    _check_block(block_number)
     data = client.post_json(f"/streams/evm/{chain_hex}/block-to-webhook/{block_number}/{stream_id}")
     return ResentBlock(stream_id=stream_id, chain_id=chain_hex, block_number=block_number, payload=data)
 
@@ -447,6 +605,52 @@ def validate_uuid(value: str, *, what: str) -> str:
     if not isinstance(value, str) or not _UUID.match(value.strip()):
         raise errors.InvalidRequest(f"{what} must be a UUID, got {str(value)[:40]!r}")
     return value.strip().lower()
+
+
+def _post_read(client: UpstreamClient, path: str, body: dict[str, Any]) -> Any:
+    """POST `body` to an operation that changes nothing (the block preview) and return its JSON answer, which
+    may be null. Unlike a write, it is safe to send again: transient failures are retried like a GET's."""
+    content = orjson.dumps(body)
+    url = f"{client.base_url}{path}"
+    attempt = 0
+    while True:
+        try:
+            return _post_read_once(client, path, content, url)
+        except errors.UpstreamError as exc:
+            if not exc.transient or attempt >= client.settings.max_retries:
+                raise
+            delay = client._delay(attempt, exc)
+            if delay is None:
+                raise
+            client._sleep(delay)
+            attempt += 1
+
+
+def _post_read_once(client: UpstreamClient, path: str, content: bytes, url: str) -> Any:
+    try:
+        status, reason, retry_after, raw = client._fetch("POST", path, [], content)
+    except httpx.TransportError as exc:
+        raise errors.Unreachable(f"could not reach {client.base_url} ({type(exc).__name__})", url=url) from None
+    if status == 200:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise errors.BadResponse(
+                f"{client.base_url} answered 200 with a body that is not JSON ({len(raw)} bytes)",
+                status_code=status,
+                url=url,
+            ) from None
+    message = client._scrub(upstream_message(raw, client._scrub) or reason or f"HTTP {status}")
+    raise client._status_error(status, message, retry_after, url)
+
+
+def _check_block(block_number: int) -> None:
+    if isinstance(block_number, bool) or not isinstance(block_number, int) or block_number < 0:
+        raise errors.InvalidRequest(f"block number must be a whole number, got {block_number!r}")
+
+
+def _count(value: Any) -> int:
+    return len(value) if isinstance(value, list) else 0
 
 
 def _check_kind(kind: str) -> None:
