@@ -16,6 +16,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS
 
@@ -133,3 +134,11 @@ def bucket_sql(column: str) -> str:
     exceed, as `bucket_of` counts."""
     cases = " ".join(f"WHEN {column} <= {bound} THEN {i + 1}" for i, bound in enumerate(BOUNDS_MS))
     return f"CASE {cases} ELSE {BUCKETS} END"
+
+
+SUM_NAMES: tuple[str, ...] = tuple(f"{prefix}{i}" for prefix in "uc" for i in range(BUCKETS))
+
+
+def from_sums(row: dict[str, Any]) -> Latencies:
+    """The latencies of a row of `SliceCountsQuerySet.latency_sums` (or of several merged)."""
+    return Latencies.of([row[f"u{i}"] for i in range(BUCKETS)], [row[f"c{i}"] for i in range(BUCKETS)])

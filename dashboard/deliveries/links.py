@@ -14,7 +14,7 @@ from django.urls import reverse
 # The deliveries list's query parameters, in the order links spell them.
 DELIVERY_LIST_FILTERS = (
     "range", "start", "end", "stream", "tag", "url", "status", "group", "error", "chain", "confirmed",
-    "retries", "q", "order",
+    "retries", "min_latency", "q", "order",
 )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import MD5, Coalesce
 from django.urls import reverse
 
+from dashboard.deliveries.latency import BUCKETS as LATENCY_BUCKETS
 from dashboard.deliveries.links import deliveries_list_url
 from dashboard.deliveries.querysets import DateBin, SliceFilters
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
@@ -250,6 +251,23 @@ class SliceCountsQuerySet(SliceFilters, models.QuerySet[_Counts]):
             aggregates["failed_recent"] = Coalesce(Sum("deliveries", filter=failed_recent), 0)
             aggregates["retried_recent"] = Coalesce(Sum(self.retried, filter=recent), 0)
         return list(self.values(*fields).annotate(**aggregates).order_by(*fields))
+
+    def latency_sums(self, *fields: str, bucket: tuple[datetime, timedelta] | None = None) -> list[dict[str, Any]]:
+        """The latency histograms summed bucket by bucket (`u0`…, `c0`…: unconfirmed and confirmed), grouped by the
+        given fields, or by time bucket (`bucket`: origin and step) — one row per group; `latency.from_sums` reads
+        them. Only the tables with histograms (hourly, period, stream period rollups) answer."""
+        sums = {
+            f"{prefix}{i}": Coalesce(Sum(f"{column}__{i}"), 0)
+            for prefix, column in (("u", "latency_unconfirmed"), ("c", "latency_confirmed"))
+            for i in range(LATENCY_BUCKETS)
+        }
+        qs: Any = self
+        if bucket is not None:
+            qs = qs.annotate(bucket=DateBin(bucket[1], F("hour"), bucket[0]))
+            fields = (*fields, "bucket")
+        if not fields:
+            return [qs.aggregate(**sums)]
+        return list(qs.values(*fields).annotate(**sums).order_by(*fields))
 
     def attempt_counts(self) -> dict[str, int]:
         """Deliveries, and attempts inferred from their retry counts: each delivery made 1 + retries attempts,

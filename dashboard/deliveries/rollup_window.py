@@ -17,6 +17,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.deliveries.latency import SUM_NAMES, Latencies, from_sums
 from dashboard.deliveries.models import (
     ROLLUP_PERIOD,
     EventPeriodRollup,
@@ -88,6 +89,16 @@ class RollupWindow:
             (part.by_dimensions(*fields, split_at=self.split_at) for part in self.parts), fields, sums,
             maxima=("last_hour",),
         )
+
+    def latencies(self, *fields: str) -> dict[tuple[Any, ...], Latencies]:
+        """The window's latency percentiles per group of `fields` (one entry, key (), without fields)."""
+        rows = merged((part.latency_sums(*fields) for part in self.parts), fields, SUM_NAMES)
+        return {tuple(row[f] for f in fields): from_sums(row) for row in rows}
+
+    def latency_bucketed(self, origin: datetime, step: timedelta) -> list[tuple[datetime, Latencies]]:
+        """The latency percentiles per time bucket of `step` from `origin`, in time order."""
+        rows = merged((part.latency_sums(bucket=(origin, step)) for part in self.parts), ("bucket",), SUM_NAMES)
+        return [(row["bucket"], from_sums(row)) for row in rows]
 
     def failures_by_group(self, origin: datetime, step: timedelta) -> FailuresByGroup:
         """As `RollupQuerySet.failures_by_group`, each grouping ordered by its keys."""

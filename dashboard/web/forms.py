@@ -245,6 +245,8 @@ class DeliveryFilterForm(SliceForm):
         required=False, min_value=0, max_value=MAX_RETRIES, label="Retries ≥",
         error_messages={"max_value": f"The provider retries at most {MAX_RETRIES} times."},
     )
+    # Seconds from the block to the first attempt (processing latency): the slowest deliveries of a stream.
+    min_latency = forms.IntegerField(required=False, min_value=0, max_value=30 * 86400, label="Latency ≥ (s)")
     q = forms.CharField(required=False, max_length=200, label="Search")
     order = forms.ChoiceField(choices=ORDER_CHOICES, required=False)
     after = forms.CharField(required=False, max_length=60, label="Page position")
@@ -307,6 +309,8 @@ class DeliveryFilterForm(SliceForm):
             qs = qs.filter(confirmed=data["confirmed"] == "true")
         if data.get("retries") is not None and data["retries"] > 0:
             qs = qs.filter(retries__gte=data["retries"])
+        if data.get("min_latency") is not None:
+            qs = qs.filter(latency_ms__gte=data["min_latency"] * 1000)
         if data.get("q") is not None:
             # The same query as the search box and the admin: see search.key_matches.
             qs = search_deliveries(qs, data["q"]).deliveries

@@ -3,6 +3,7 @@ and the provider's own status; and one stream's page, where it can be reactivate
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypedDict
 
@@ -15,11 +16,16 @@ from dashboard.accounts.access import viewer_required
 from dashboard.actions.models import ProviderAction
 from dashboard.actions.services import can_act
 from dashboard.deliveries import url_health
+from dashboard.deliveries.latency import Latencies, Percentiles
 from dashboard.deliveries.links import deliveries_list_query
 from dashboard.deliveries.models import Delivery, HourlyRollup, Stream, StreamPeriodRollup
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.replica import reads_replica
+from dashboard.upstream.chains import find_chain
+from dashboard.web.charts import EPOCH, Sparkline, sparkline
+from dashboard.web.forms import RangeForm, Window
 from dashboard.web.stats import SliceStats, group_rows
+from dashboard.web.views.common import bad_filters
 
 
 class StreamEntry(TypedDict):
@@ -29,6 +35,7 @@ class StreamEntry(TypedDict):
     health: url_health.UrlHealth | None
     row: Stream | None
     disagreement: str
+    latency: Latencies | None
 
 
 @viewer_required
@@ -44,6 +51,8 @@ def stream_list(request: HttpRequest) -> HttpResponse:
     streams = group_rows(rows, "stream_id")
     last_dates = Delivery.objects.last_delivery_dates(streams)
     health = url_health.url_health_now(now)
+    # The latency column: the same 24 hours as the recent counts, from the rollups' histograms.
+    latencies = RollupWindow.between(day_ago, None, per_stream=True).latencies("stream_id")
 
     stream_rows = {row.stream_id: row for row in Stream.objects.filter(stream_id__in=list(streams))}
     entries: list[StreamEntry] = []
@@ -59,6 +68,7 @@ def stream_list(request: HttpRequest) -> HttpResponse:
                 "health": worst,
                 "row": row,
                 "disagreement": row.disagrees_with(worst.estimate_state if worst else None) if row else "",
+                "latency": latencies.get((stats.key,)),
             }
         )
     order = {"error": 0, "at-risk": 1, "ok": 2}
@@ -88,6 +98,9 @@ def stream_detail(request: HttpRequest, stream_id: str) -> HttpResponse:
     if stream is None:
         raise Http404("No stream with this id is known here.")
     now = timezone.now()
+    form = StreamRangeForm(request.GET, now=now)
+    if not form.is_valid():
+        return bad_filters(request, form, title="Stream", nav="streams")
     urls = sorted(set(stream.webhook_urls) | ({stream.provider_webhook_url} - {""}))
     healths = url_health.url_health_now(now, urls)
     worst = url_health.checked(url_health.worst(healths.values()), stream.provider_status)
@@ -108,8 +121,80 @@ def stream_detail(request: HttpRequest, stream_id: str) -> HttpResponse:
         "failing_query": deliveries_list_query(stream=stream.stream_id, status="failing"),
         "history_days": settings.HISTORY_RETENTION_DAYS,
         "error_below": url_health.ERROR_BELOW,
+        "latency": latency_panel(stream, form.cleaned_data["window"]),
     }
     return render(request, "web/stream.html", context)
+
+
+class StreamRangeForm(RangeForm):
+    """The stream page's window (its latency panel)."""
+
+    default_range = "7d"
+
+
+@dataclass(frozen=True)
+class LatencyPanel:
+    """A stream's latency over a window: the percentiles, the expected confirmed latency of each of its chains
+    (confirmations × block time), p95 over time, and the links to its slowest deliveries."""
+
+    window: Window
+    latency: Latencies
+    finality: list[tuple[str, int]]
+    step: timedelta
+    unconfirmed_p95: Sparkline
+    confirmed_p95: Sparkline
+    peaks: tuple[float, float]
+    slowest_unconfirmed: str
+    slowest_confirmed: str
+    presets: tuple[str, ...] = ("24h", "7d", "30d")
+
+    @property
+    def step_seconds(self) -> float:
+        return self.step.total_seconds()
+
+    @property
+    def rows(self) -> list[tuple[str, Percentiles, Sparkline, float, str]]:
+        return [
+            ("Unconfirmed", self.latency.unconfirmed, self.unconfirmed_p95, self.peaks[0], self.slowest_unconfirmed),
+            ("Confirmed", self.latency.confirmed, self.confirmed_p95, self.peaks[1], self.slowest_confirmed),
+        ]
+
+
+def latency_panel(stream: Stream, window: Window) -> LatencyPanel:
+    start = window.start or now_minus_history()
+    span = (window.end or timezone.now()) - start
+    # Whole six-hour periods beyond two days, so the stream period rollups answer; hours below.
+    step = timedelta(hours=6) if span > timedelta(days=2) else timedelta(hours=1)
+    read = RollupWindow.between(start, window.end, step=step, per_stream=True).slice(stream_id=stream.stream_id)
+    latency = read.latencies().get((), Latencies.of(None, None))
+    over_time = read.latency_bucketed(EPOCH, step)
+    unconfirmed = [round((t.unconfirmed.p95 or 0) * 1000) for _bucket, t in over_time]
+    confirmed = [round((t.confirmed.p95 or 0) * 1000) for _bucket, t in over_time]
+    chains = [chain for chain in map(find_chain, stream.chain_ids or stream.provider_chain_ids) if chain]
+
+    def slowest(confirmed: str, p95: float | None) -> str:
+        return deliveries_list_query(
+            stream=stream.stream_id, confirmed=confirmed, min_latency=f"{int(p95 or 0)}",
+            range=window.preset or "custom",
+            **({"start": f"{window.start:%Y-%m-%dT%H:%M}"} if window.preset == "custom" and window.start else {}),
+            **({"end": f"{window.end:%Y-%m-%dT%H:%M}"} if window.preset == "custom" and window.end else {}),
+        )
+
+    return LatencyPanel(
+        window=window,
+        latency=latency,
+        finality=[(chain.display_name, chain.finality_seconds) for chain in chains],
+        step=step,
+        unconfirmed_p95=sparkline(unconfirmed, width=240, height=36),
+        confirmed_p95=sparkline(confirmed, width=240, height=36),
+        peaks=(max(unconfirmed, default=0) / 1000, max(confirmed, default=0) / 1000),
+        slowest_unconfirmed=slowest("false", latency.unconfirmed.p95),
+        slowest_confirmed=slowest("true", latency.confirmed.p95),
+    )
+
+
+def now_minus_history() -> datetime:
+    return timezone.now() - timedelta(days=settings.HISTORY_RETENTION_DAYS)
 
 
 def compare_counts(stream: Stream, stored: dict[str, int]) -> list[str]:
