@@ -111,6 +111,11 @@ def test_a_scrape_after_a_poll_matches_the_database_and_the_upstream(
     assert delta("dashboard_polls_total", source="metered", outcome="ok") == 1
     assert delta("dashboard_records_ingested_total", source="metered", result="new") == stored
     assert delta("dashboard_records_ingested_total", source="metered", result="changed") == 0
+    # Each new delivery's processing latency, once, in the rollups' buckets (by chain and confirmation only).
+    timed = Delivery.objects.filter(source=source, is_test=False).exclude(latency_ms=None)
+    assert timed.exists()
+    assert delta("dashboard_delivery_latency_seconds_count") == timed.count()
+    assert delta("dashboard_delivery_latency_seconds_bucket", le="10.0") == timed.filter(latency_ms__lte=10_000).count()
     # Every request the simulator answered was counted once, and timed once.
     served = sim.world.requests_served - requests_before
     assert delta("dashboard_upstream_requests_total", source="metered") == served
@@ -125,6 +130,7 @@ def test_a_scrape_after_a_poll_matches_the_database_and_the_upstream(
         after, "dashboard_records_ingested_total", source="metered", result="new")
     assert total(again, "dashboard_records_ingested_total", source="metered", result="unchanged") > 0
     assert Delivery.objects.filter(source=source).count() == stored
+    assert total(again, "dashboard_delivery_latency_seconds_count") == total(after, "dashboard_delivery_latency_seconds_count")
 
     # The state read at scrape time.
     source.refresh_from_db()

@@ -177,6 +177,7 @@ def store_parsed(source_id: int, parsed: Sequence[ParsedRecord], result: StoreRe
         result.unchanged += len(parsed) - changes.written
         if changes.written:
             changes.apply(cursor, result)
+    metrics.observe_latencies(new)
 
 
 class BatchChanges:
