@@ -46,6 +46,7 @@ class AlertRuleForm(forms.ModelForm):
             "window_minutes",
             "threshold_percent",
             "min_deliveries",
+            "latency_seconds",
             "consecutive_failures",
             "stale_minutes",
             "grace_minutes",
@@ -99,6 +100,7 @@ class AlertRuleAdmin(admin.ModelAdmin):
                     "window_minutes",
                     "threshold_percent",
                     "min_deliveries",
+                    "latency_seconds",
                     "consecutive_failures",
                     "stale_minutes",
                 )

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Count, Max, Min, Q
 
 from dashboard.alerts.models import AlertRule, Condition, TargetKind
-from dashboard.deliveries import pairs, url_health
+from dashboard.deliveries import latency, pairs, trailing_counts, url_health
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
@@ -70,6 +70,8 @@ def observe(rule: AlertRule, now: datetime) -> list[Observation]:
         return provider_error_state(rule, now)
     if rule.condition == Condition.CONFIRMATION_GAP:
         return confirmation_gap(rule, now)
+    if rule.condition == Condition.LATENCY_P95:
+        return latency_p95(rule, now)
     raise ValueError(f"unknown condition {rule.condition!r}")
 
 
@@ -360,6 +362,33 @@ def short_error(template: str, example: str) -> str:
     return text[:120] or template[:120]
 
 
+def latency_p95(rule: AlertRule, now: datetime) -> list[Observation]:
+    """Streams whose unconfirmed deliveries of the window had a p95 processing latency above the rule's seconds
+    (with at least `min_deliveries` of them): the histogram of the window's whole hours from the hourly
+    rollups, and of the partial hour at each end from the raw rows' latencies (`trailing_counts.trailing_latencies`)."""
+    since = now - timedelta(minutes=rule.window_minutes)
+    found = []
+    for stream_id, (histogram, tag, url) in sorted(trailing_counts.trailing_latencies(since, now, rule.scope_filter()).items()):
+        p = latency.Percentiles.of(histogram)
+        if p.count < max(rule.min_deliveries, 1) or p.p95 is None or p.p95 <= rule.latency_seconds:
+            continue
+        found.append(
+            Observation(
+                target_kind=TargetKind.STREAM,
+                target_key=stream_id,
+                label=_label(tag, stream_id),
+                stream_id=stream_id,
+                webhook_url=url,
+                total=p.count,
+                rate=p.p95,
+                since=since,
+                extra={"p50_seconds": p.p50, "p95_seconds": p.p95, "p99_seconds": p.p99,
+                       "latency_seconds": rule.latency_seconds},
+            )
+        )
+    return found
+
+
 def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[str, Any]:
     """The evidence a mail quotes: error groups with counts, the first failures, counts and the headline."""
     details: dict[str, Any] = {
@@ -378,6 +407,9 @@ def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[s
         details["stale_minutes"] = (
             int(observation.stale_for.total_seconds() // 60) if observation.stale_for else 0
         )
+        return details
+    if rule.condition == Condition.LATENCY_P95:
+        # Slow, not failing: no error groups to quote.
         return details
     failing = scoped(rule).failures()
     if observation.target_kind == TargetKind.STREAM:
@@ -451,6 +483,12 @@ def headline(rule: AlertRule, observation: Observation, details: dict[str, Any])
         if details.get("provider_status_message"):
             text += f" — {' '.join(str(details['provider_status_message']).split())[:160]}"
         return text[:500]
+    if rule.condition == Condition.LATENCY_P95:
+        return (
+            f"stream {observation.label}: p95 latency {details.get('p95_seconds') or 0:.0f} s (above "
+            f"{details.get('latency_seconds')} s) over {rule.window_minutes} min, {observation.total} unconfirmed "
+            f"deliveries to {host}"
+        )[:500]
     if rule.condition == Condition.CONFIRMATION_GAP:
         blocks = "block" if observation.failures == 1 else "blocks"
         return (

@@ -70,6 +70,8 @@ def status_word(incident: Incident) -> str:
         return "STREAM DOWN"
     if incident.rule.condition == Condition.CONFIRMATION_GAP:
         return "CONFIRMATION GAP"
+    if incident.rule.condition == Condition.LATENCY_P95:
+        return "SLOW"
     return "FAILING"
 
 

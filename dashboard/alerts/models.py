@@ -41,6 +41,7 @@ class Condition(models.TextChoices):
         "Confirmation gap (confirmed delivery missing after finality, or failing while the unconfirmed one was "
         "delivered)"
     )
+    LATENCY_P95 = "latency_p95", "p95 processing latency above a threshold"
 
 
 class Digest(models.TextChoices):
@@ -77,6 +78,11 @@ class AlertRule(models.Model):
     )
     min_deliveries = models.PositiveIntegerField(
         default=10, help_text="Failure rate: fewer deliveries than this in the window never alert."
+    )
+    latency_seconds = models.PositiveIntegerField(
+        default=60,
+        help_text="Latency p95: alert when the p95 of the unconfirmed deliveries' processing latency (first "
+        "attempt minus block time) over the window is above this many seconds.",
     )
     consecutive_failures = models.PositiveIntegerField(
         default=5, help_text="Consecutive: this many newest deliveries all failed."
@@ -149,6 +155,11 @@ class AlertRule(models.Model):
             return (
                 f"a block of the last {self.window_minutes} min whose confirmed delivery is missing after the "
                 "chain's finality, or failing while its unconfirmed delivery went through"
+            )
+        if self.condition == Condition.LATENCY_P95:
+            return (
+                f"p95 processing latency of unconfirmed deliveries above {self.latency_seconds} s over "
+                f"{self.window_minutes} min (at least {self.min_deliveries} deliveries)"
             )
         return f"no successful poll for {self.stale_minutes} min"
 

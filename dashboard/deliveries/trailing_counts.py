@@ -15,10 +15,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, router
-from django.db.models import Q, Sum
+from django.db.models import Count, Q, Sum
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from dashboard.deliveries.models import Delivery, HourlyRollup
+from dashboard.deliveries.latency import bucket_sql, empty, from_sums
+from dashboard.deliveries.models import Delivery, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
 
 HOUR = timedelta(hours=1)
@@ -93,3 +95,35 @@ def _stretch_counts(stretches: list[Stretch]) -> list[tuple[int, int]]:
     return [
         (int(row[i]) - int(row[i + 2]), int(row[i + 1]) - int(row[i + 3])) for i in range(0, len(row), 4)
     ]
+
+
+def trailing_latencies(
+    since: datetime, now: datetime, scope: tuple[str, str] | None = None
+) -> dict[str, tuple[list[int], str, str]]:
+    """Per stream, the latency histogram (`latency.py`) of its unconfirmed deliveries dated in [since, now], with
+    its tag and a webhook URL: the whole hours from the hourly rollups' histograms, the partial hour at each end
+    from the raw rows' latencies (read from the rows of those stretches only, grouped by bucket in the database).
+    `scope` narrows both to (column, value) of a stream id, tag or webhook URL."""
+    current_hour = HourlyRollup.hour_of(now)
+    first_whole = _ceil_hour(since)
+    narrow = {scope[0]: scope[1]} if scope else {}
+    histograms: dict[str, list[int]] = {}
+    if first_whole < current_hour:
+        whole = HourlyRollup.objects.between(first_whole, current_hour).filter(**narrow)
+        for row in whole.latency_sums("stream_id"):
+            histograms[row["stream_id"]] = list(from_sums(row).unconfirmed_buckets)
+        edges = Q(date__gte=since, date__lt=first_whole) | Q(date__gte=current_hour, date__lte=now)
+    else:
+        edges = Q(date__gte=since, date__lte=now)
+    raw = (
+        Delivery.objects.chain_events().filter(edges, **narrow).exclude(confirmed=True).exclude(latency_ms=None)
+        .annotate(bucket=RawSQL(bucket_sql("latency_ms"), ()))  # noqa: S611 - constant SQL of fixed bounds
+        .values("stream_id", "bucket").annotate(n=Count("id")).order_by()
+    )
+    for edge in raw:
+        histograms.setdefault(edge["stream_id"], empty())[edge["bucket"] - 1] += edge["n"]
+    labels = {
+        s.stream_id: (s.tag, next(iter(s.webhook_urls or []), ""))
+        for s in Stream.objects.filter(stream_id__in=list(histograms)).only("stream_id", "tag", "webhook_urls")
+    }
+    return {stream: (h, *labels.get(stream, ("", ""))) for stream, h in histograms.items() if any(h)}
