@@ -10,6 +10,7 @@ from dashboard.actions.models import ActionState, ItemState, ProviderAction, Rep
 from dashboard.deliveries.models import Delivery, Stream
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.polling.stream_sync import sync_streams
+from dashboard.polling.walks import poll
 
 
 def replays_made(sim: Any, delivery_id: str) -> int:
@@ -20,8 +21,16 @@ def replays_made(sim: Any, delivery_id: str) -> int:
     return sum(1 for attempt in world.history.attempts_made(found, world.clock.timestamp()) if attempt.replay)
 
 
-def active_failures(source: Any) -> tuple[str, list[Delivery]]:
-    """A stream active at the provider, and its stored failing deliveries."""
+def active_failures(source: Any, sim: Any) -> tuple[str, list[Delivery]]:
+    """A stream active at the provider, and its stored failing deliveries.
+
+    At the scenario's start the streams still active have no failures (their retries delivered them); five
+    minutes in, the swaps' slow receiver has failed some of its deliveries, which are on their retry
+    schedule, and the provider keeps the stream active until its URL's success rate falls below 70."""
+    sim.world.clock.advance(5 * 60)
+    for _ in range(20):
+        if poll(source).complete:
+            break
     sync_streams(source)
     active = set(Stream.objects.filter(source=source, provider_status="active").values_list("stream_id", flat=True))
     failing = Delivery.objects.filter(source=source, stream_id__in=active).failures()
@@ -33,7 +42,7 @@ def active_failures(source: Any) -> tuple[str, list[Delivery]]:
 def test_a_failed_delivery_is_replayed_once_from_its_page(
     polled: Any, sim: Any, staff_client: Client, eager_tasks: None, django_capture_on_commit_callbacks: Any
 ) -> None:
-    _, failing = active_failures(polled)
+    _, failing = active_failures(polled, sim)
     delivery = failing[0]
     page = staff_client.get(f"/deliveries/{delivery.pk}/")
     assert "Replay…" in page.content.decode()
@@ -65,7 +74,7 @@ def test_a_failed_delivery_is_replayed_once_from_its_page(
 def test_a_bulk_replay_sends_exactly_the_filtered_deliveries_once_each(
     polled: Any, sim: Any, staff_client: Client, eager_tasks: None, django_capture_on_commit_callbacks: Any
 ) -> None:
-    stream_id, failing = active_failures(polled)
+    stream_id, failing = active_failures(polled, sim)
     filters = f"stream={stream_id}&status=failing"
     listed = staff_client.get(f"/deliveries/?{filters}").content.decode()
     assert "Replay these…" in listed
@@ -142,8 +151,8 @@ def test_a_replay_of_a_terminated_stream_is_refused_as_terminated_not_in_error(
     assert "cannot be reactivated" in item.answer
 
 
-def test_a_replay_of_an_active_stream_gives_no_warning(polled: Any, staff_client: Client) -> None:
-    _, failing = active_failures(polled)
+def test_a_replay_of_an_active_stream_gives_no_warning(polled: Any, sim: Any, staff_client: Client) -> None:
+    _, failing = active_failures(polled, sim)
     prepared = staff_client.post("/actions/replay/", {"delivery": str(failing[0].pk)})
     page = staff_client.get(prepared["Location"]).content.decode()
     assert "js-provider-warning" not in page
@@ -151,10 +160,10 @@ def test_a_replay_of_an_active_stream_gives_no_warning(polled: Any, staff_client
     assert "pill-provider-active" in page
 
 
-def test_a_replay_partly_refused_is_not_done(polled: Any, staff_client: Client) -> None:
+def test_a_replay_partly_refused_is_not_done(polled: Any, sim: Any, staff_client: Client) -> None:
     from dashboard.actions import services
 
-    _, failing = active_failures(polled)
+    _, failing = active_failures(polled, sim)
     staff_client.post("/actions/replay/", {"delivery": str(failing[0].pk)})
     action = ProviderAction.objects.get()
     ProviderAction.objects.filter(pk=action.pk).update(target_count=2)
@@ -163,8 +172,8 @@ def test_a_replay_partly_refused_is_not_done(polled: Any, staff_client: Client) 
     assert services.replay_outcome(action) == ActionState.PARTIAL
 
 
-def test_a_replay_cancelled_before_confirmation_shows_as_cancelled(polled: Any, staff_client: Client) -> None:
-    stream_id, failing = active_failures(polled)
+def test_a_replay_cancelled_before_confirmation_shows_as_cancelled(polled: Any, sim: Any, staff_client: Client) -> None:
+    stream_id, failing = active_failures(polled, sim)
     staff_client.post("/actions/replay/", {"filters": f"stream={stream_id}&status=failing"})
     action = ProviderAction.objects.get()
     assert staff_client.post(f"/actions/{action.pk}/cancel/").status_code == 302
@@ -182,7 +191,7 @@ def test_a_cancelled_replay_sends_nothing_more(polled: Any, sim: Any, staff_clie
     from dashboard.actions import services
     from dashboard.actions.tasks import run_action_task
 
-    stream_id, failing = active_failures(polled)
+    stream_id, failing = active_failures(polled, sim)
     staff_client.post("/actions/replay/", {"filters": f"stream={stream_id}&status=failing"})
     action = ProviderAction.objects.get()
     services.confirm(action, queue=run_action_task.delay)  # queued; the task is not run (tasks are not eager here)

@@ -109,7 +109,9 @@ def test_a_replay_returns_the_record_after_its_attempt(
     )
 
 
-def test_status_changes_and_their_refusals(sim: RunningSimulator, make_client: MakeClient) -> None:
+def test_status_changes_and_their_refusals(make_simulator: Callable[..., RunningSimulator], make_client: MakeClient) -> None:
+    # Eight streams: the scenario terminates a stream only from the seventh on (arbitrum-mints).
+    sim = make_simulator(api_key=KEY, streams=8)
     client = make_client(sim.base_url)
     streams = fetch_all_streams(client)
     active = next(s for s in streams if s.status == "active")
