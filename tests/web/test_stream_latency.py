@@ -72,3 +72,17 @@ def test_the_slowest_deliveries_link_lists_the_slow_ones(latencies: datetime, lo
     assert "latency ≥ 100 s" in response.content.decode()
     assert [d.latency_ms // 1000 for d in response.context["deliveries"]] == [250]
     assert logged_in_client.get("/deliveries/?min_latency=-1").status_code == 400
+
+
+def test_a_delivery_page_says_its_latency_and_when_it_was_delivered(
+    plain_source: Source, logged_in_client: Client
+) -> None:
+    now = timezone.now().replace(microsecond=0)
+    retried = timed(now - timedelta(hours=2), 3)
+    retried["tinyPayload"]["retries"] = 2
+    (delivery,) = store(plain_source, retried)
+    html = logged_in_client.get(f"/deliveries/{delivery.pk}/").content.decode()
+    # 3 s, then the second retry 11 min after the first attempt (the published schedule).
+    assert "first attempt 3.0 s after its block · delivered about 11 min after it" in html
+    (bare,) = store(plain_source, record(date=now, payload={"chainId": "0x1"}))
+    assert "unknown (no block timestamp" in logged_in_client.get(f"/deliveries/{bare.pk}/").content.decode()

@@ -20,8 +20,10 @@ from dashboard.accounts.access import viewer_required
 from dashboard.actions.models import ReplayItem
 from dashboard.actions.services import can_act
 from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
+from dashboard.deliveries.latency import time_to_delivered_ms
 from dashboard.deliveries.models import Delivery, DeliveryChange, ErrorGroup, Stream
 from dashboard.deliveries.schedule import MAX_RETRIES, retry_schedule
+from dashboard.deliveries.status import DeliveryStatus
 from dashboard.replica import reads_replica
 from dashboard.sources.clients import page_client
 from dashboard.upstream.errors import UpstreamError
@@ -167,6 +169,10 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
         "full": full,
         "payload_block": block,
         "block_time": _block_time(block),
+        "latency_seconds": _seconds(delivery.latency_ms),
+        "delivered_after_seconds": _seconds(time_to_delivered_ms(
+            delivery.latency_ms, delivery.retries, delivery.status == DeliveryStatus.DELIVERED
+        )),
         "tables": drilldown.tables(payload, delivery.chain_id, full=full) if payload else [],
         "decoded": drilldown.decoded_sections(payload, delivery.chain_id, full=full) if payload else [],
         "abi": drilldown.abi_entries(payload) if payload else [],
@@ -217,6 +223,10 @@ def _attempts_context(request: HttpRequest, delivery: Delivery) -> dict[str, Any
         "logs_read": logs is not None,
         "logs_error": logs_error,
     }
+
+
+def _seconds(millis: int | None) -> float | None:
+    return None if millis is None else millis / 1000
 
 
 def _block_time(block: dict[str, Any] | None) -> Any:
