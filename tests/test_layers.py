@@ -17,6 +17,7 @@ RANK = {
     "deliveries": 2,
     "polling": 3,
     "actions": 4,
+    "expectations": 4,
     "web": 5,
     "alerts": 5,
     "lookups": 5,

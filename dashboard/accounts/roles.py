@@ -32,6 +32,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "sources.add_source",
         "sources.change_source",
         "alerts.*",
+        "expectations.*",
         # Replays and status changes at the provider, and reading their audit.
         "actions.act_at_provider",
         "actions.view_provideraction",

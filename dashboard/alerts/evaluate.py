@@ -25,6 +25,7 @@ from dashboard.alerts.models import (
     TargetKind,
 )
 from dashboard.deliveries.models import Stream
+from dashboard.expectations.maintenance import Maintenance, Target
 from dashboard.sources.models import Source
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def evaluate_all(now: datetime | None = None) -> list[int]:
 def evaluate_rule(rule: AlertRule, now: datetime) -> list[int]:
     holding = {o.target_key: o for o in conditions.observe(rule, now)}
     open_incidents = {i.target_key: i for i in rule.incidents.open()}
+    maintenance = Maintenance.at(now)
     to_send: list[int] = []
     for key, observation in holding.items():
         incident = open_incidents.get(key)
@@ -56,6 +58,9 @@ def evaluate_rule(rule: AlertRule, now: datetime) -> list[int]:
             Incident.objects.filter(pk=incident.pk, resolved_at__isnull=True).update(
                 last_holding_at=now, clear_since=None
             )
+            continue
+        if maintenance.covers(Target(observation.stream_id)):
+            # Inside a maintenance window nothing new opens; an incident already open above stays open.
             continue
         notification = open_incident(rule, observation, now)
         if notification is not None and notification.status == NotificationStatus.PENDING:

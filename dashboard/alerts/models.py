@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet
+from dashboard.deliveries.scopes import scope_filter
 from dashboard.encryption import register_column
 from dashboard.text import visible
 
@@ -53,9 +54,6 @@ class Digest(models.TextChoices):
 DIGEST_PERIODS = {Digest.HOURLY: timedelta(hours=1), Digest.DAILY: timedelta(days=1)}
 # Mails the hourly cap held back go out in a digest at most this long after the previous one.
 HELD_DIGEST_PERIOD = timedelta(hours=1)
-
-
-_SCOPE_COLUMNS = {Scope.STREAM: "stream_id", Scope.TAG: "tag", Scope.WEBHOOK_URL: "webhook_url"}
 
 
 class AlertRule(models.Model):
@@ -166,8 +164,7 @@ class AlertRule(models.Model):
     def scope_filter(self) -> tuple[str, str] | None:
         """The rule's scope as (column, value): the deliveries' (and streams') column it names — `stream_id`,
         `tag` or `webhook_url` — and the value; None for everything. Every condition narrows by this."""
-        column = _SCOPE_COLUMNS.get(Scope(self.scope)) if self.condition != Condition.POLLER_STALE else None
-        return (column, self.scope_value) if column is not None else None
+        return scope_filter(self.scope, self.scope_value) if self.condition != Condition.POLLER_STALE else None
 
     def describe_scope(self) -> str:
         if self.scope == Scope.ALL or self.condition == Condition.POLLER_STALE:

@@ -1,0 +1,119 @@
+"""What a stream owes and when it owes nothing: maintenance windows (one-off, or recurring by a cron expression in
+a time zone) for a stream, a tag or everything."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from cronsim import CronSim, CronSimError
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from dashboard.deliveries.scopes import scope_filter
+from dashboard.text import visible
+from dashboard.times import zone
+
+
+class WindowScope(models.TextChoices):
+    ALL = "all", "Everything"
+    STREAM = "stream", "One stream"
+    TAG = "tag", "One tag"
+
+
+class MaintenanceWindowQuerySet(models.QuerySet["MaintenanceWindow"]):
+    def may_cover(self, start: datetime, end: datetime) -> MaintenanceWindowQuerySet:
+        """The windows that can have an occurrence overlapping [start, end): one-off windows overlapping it,
+        every recurring window (their occurrences are found in Python, `maintenance.occurrences`)."""
+        return self.filter(Q(cron="", starts_at__lt=end, ends_at__gt=start) | ~Q(cron=""))
+
+
+class MaintenanceWindow(models.Model):
+    """A time during which a scope owes nothing: rules open no incident for its targets (incidents already open stay
+    open), and quiet-stream baselines and error budgets leave its hours out. One-off (`starts_at`, `ends_at`) or
+    recurring (`cron` in `time_zone`, each occurrence lasting `duration_minutes`)."""
+
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=8, choices=WindowScope.choices, default=WindowScope.STREAM)
+    scope_value = models.CharField(max_length=255, blank=True, help_text="The stream id or tag the scope names.")
+    starts_at = models.DateTimeField(null=True, blank=True, help_text="One-off: when it starts.")
+    ends_at = models.DateTimeField(null=True, blank=True, help_text="One-off: when it ends.")
+    cron = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Recurring: when each occurrence starts, as cron's five fields (minute hour day month weekday) "
+        "in the time zone below, e.g. “0 3 * * 0” for Sundays at 03:00.",
+    )
+    duration_minutes = models.PositiveIntegerField(null=True, blank=True, help_text="Recurring: how long each lasts.")
+    time_zone = models.CharField(
+        max_length=64, default="UTC", help_text="Recurring: the IANA zone the cron expression is read in."
+    )
+    reason = models.TextField(blank=True)
+    created_by = models.CharField(max_length=150, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = MaintenanceWindowQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(cron="", starts_at__isnull=False, ends_at__isnull=False)
+                | (~Q(cron="") & Q(duration_minutes__gt=0)),
+                name="maintenance_one_off_or_recurring",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return visible(self.name)
+
+    @property
+    def recurring(self) -> bool:
+        return bool(self.cron)
+
+    @property
+    def duration(self) -> timedelta:
+        return timedelta(minutes=self.duration_minutes or 0)
+
+    def scope_filter(self) -> tuple[str, str] | None:
+        return scope_filter(self.scope, self.scope_value)
+
+    def describe_scope(self) -> str:
+        if self.scope == WindowScope.ALL:
+            return "everything"
+        return f"{self.get_scope_display().lower()} {self.scope_value}"
+
+    def describe_schedule(self) -> str:
+        if not self.recurring:
+            return "once"
+        try:
+            said = CronSim(self.cron, datetime.now(zone(self.time_zone))).explain()
+        except (CronSimError, ValueError):
+            said = self.cron
+        return f"{said} ({self.time_zone}), for {self.duration_minutes} min"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        self.cron = " ".join(self.cron.split())
+        if self.scope != WindowScope.ALL and not self.scope_value.strip():
+            errors["scope_value"] = "Name the stream id or tag."
+        if self.recurring:
+            if self.starts_at or self.ends_at:
+                errors["starts_at"] = "A recurring window has a cron expression and a duration, no start or end."
+            if not self.duration_minutes:
+                errors["duration_minutes"] = "How long each occurrence lasts, in minutes."
+            try:
+                tz = zone(self.time_zone)
+            except ValueError as exc:
+                errors["time_zone"] = str(exc)
+            else:
+                try:
+                    CronSim(self.cron, datetime.now(tz))
+                except CronSimError as exc:
+                    errors["cron"] = f"Not a cron expression (minute hour day month weekday): {exc}."
+        elif self.starts_at is None or self.ends_at is None:
+            errors["starts_at"] = "A one-off window has a start and an end; a recurring one a cron expression."
+        elif self.ends_at <= self.starts_at:
+            errors["ends_at"] = "The end comes after the start."
+        if errors:
+            raise ValidationError(errors)
