@@ -50,8 +50,6 @@ INSTALLED_APPS = [
     "dashboard.polling",
     # Replays and status changes at the provider: rows, their worker and the audit.
     "dashboard.actions",
-    # Maintenance windows: when a stream, a tag or everything owes nothing.
-    "dashboard.expectations",
     "dashboard.alerts",
     "dashboard.web",
     "dashboard.lookups",
@@ -264,6 +262,11 @@ PROVIDER_WRITES = env_bool("PROVIDER_WRITES", True)
 REPLAY_MAX_DELIVERIES = env_int("REPLAY_MAX_DELIVERIES", 1000, minimum=1, maximum=100_000)
 # A prepared action must be confirmed within this many minutes, else it is prepared again.
 ACTION_CONFIRM_MINUTES = env_int("ACTION_CONFIRM_MINUTES", 30, minimum=1, maximum=1440)
+# Finding a window's missing blocks previews each of its blocks once (the block preview costs like a history
+# page): one scan may cost at most BLOCK_PREVIEW_PER_REQUEST previews, and all scans together at most
+# BLOCK_PREVIEW_PER_DAY per UTC day; a scan that meets the day's limit waits for the next day.
+BLOCK_PREVIEW_PER_REQUEST = env_int("BLOCK_PREVIEW_PER_REQUEST", 20_000, minimum=1, maximum=1_000_000)
+BLOCK_PREVIEW_PER_DAY = env_int("BLOCK_PREVIEW_PER_DAY", 50_000, minimum=1, maximum=10_000_000)
 
 # Mail. EMAIL_URL (smtp://, submission://, smtps://) wins over the separate EMAIL_* variables.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")

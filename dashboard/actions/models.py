@@ -31,6 +31,8 @@ class ActionKind(models.TextChoices):
     REPLAY = "replay", "Replay deliveries"
     SET_STATUS = "set_status", "Set stream status"
     RESEND_BLOCK = "resend_block", "Re-send a block"
+    # The missing blocks a block scan found, one item each.
+    RESEND_BLOCKS = "resend_blocks", "Re-send missing blocks"
 
 
 class ActionState(models.TextChoices):
@@ -90,6 +92,8 @@ class ProviderAction(models.Model):
     answer = models.TextField(blank=True)
     # The request went out and its answer was lost: set while the worker re-reads the state.
     sent_at = models.DateTimeField(null=True, blank=True)
+    # resend_blocks: the scan whose missing blocks it re-sends.
+    scan = models.ForeignKey("BlockScan", null=True, blank=True, on_delete=models.PROTECT, related_name="resends")
 
     objects = ActionQuerySet.as_manager()
 
@@ -169,7 +173,7 @@ class ReplayItemQuerySet(models.QuerySet["ReplayItem"]):
         for delivery_id, retries, date, answered in items.order_by("answered_at").values_list(
             "delivery_id", "retries_before", "delivery_date", "answered_at"
         )[:10_000]:
-            if answered is not None:
+            if answered is not None and date is not None:
                 firsts.setdefault(delivery_id, (retries, date, answered))
         deliveries = Delivery.objects.filter(pk__in=list(firsts), status=DeliveryStatus.DELIVERED)
         if tag:
@@ -183,15 +187,17 @@ class ReplayItemQuerySet(models.QuerySet["ReplayItem"]):
 
 
 class ReplayItem(models.Model):
-    """One delivery of a replay: claimed (pending -> sending) before its request goes out."""
+    """One delivery of a replay, or one missing block of a re-send (no delivery): claimed (pending -> sending)
+    before its request goes out."""
 
     action = models.ForeignKey(ProviderAction, on_delete=models.PROTECT, related_name="items")
-    delivery_id = models.UUIDField()
+    # None for a re-sent block, which has no delivery.
+    delivery_id = models.UUIDField(null=True, blank=True)
     stream_id = models.CharField(max_length=64)
     chain_id = models.CharField(max_length=32, blank=True)
     block_number = models.BigIntegerField(null=True, blank=True)
     # The record as we had it when the replay was prepared.
-    delivery_date = models.DateTimeField()
+    delivery_date = models.DateTimeField(null=True, blank=True)
     retries_before = models.IntegerField(default=0)
     status_before = models.CharField(max_length=16)
     state = models.CharField(max_length=16, choices=ItemState.choices, default=ItemState.PENDING)
@@ -212,8 +218,134 @@ class ReplayItem(models.Model):
         ordering = ["id"]
         constraints = [
             models.UniqueConstraint(fields=["action", "delivery_id"], name="replay_item_once"),
+            models.UniqueConstraint(
+                fields=["action", "stream_id", "chain_id", "block_number"], condition=models.Q(delivery_id=None),
+                name="resend_item_once",
+            ),
         ]
         indexes = [models.Index(fields=["delivery_id"], name="replay_item_delivery")]
 
     def __str__(self) -> str:
         return f"{self.delivery_id} {self.state}"
+
+
+class ScanState(models.TextChoices):
+    DRAFT = "draft", "Awaiting confirmation"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Previewing"
+    # Waiting for the provider (a 429's Retry-After, an outage) or for tomorrow's budget.
+    WAITING = "waiting", "Waiting"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    EXPIRED = "expired", "Not confirmed"
+
+
+SCAN_LIVE = (ScanState.QUEUED, ScanState.RUNNING, ScanState.WAITING)
+SCAN_FINISHED = (ScanState.DONE, ScanState.FAILED, ScanState.CANCELLED, ScanState.EXPIRED)
+
+
+class BlockScan(models.Model):
+    """Finding a window's missing blocks: each block of its range on each of the stream's chains previewed once
+    with the stream's configuration (actions/block_scan.py). A row before any request, like an action: who asked,
+    the ranges (`BlockScanChain`, each with its cursor), the previews made (`PreviewedBlock`)."""
+
+    window = models.ForeignKey("deliveries.OutageWindow", on_delete=models.PROTECT, related_name="scans")
+    source = models.ForeignKey(Source, null=True, on_delete=models.SET_NULL, related_name="+")
+    stream_id = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=ScanState.choices, default=ScanState.DRAFT)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by_name = models.CharField(max_length=150)
+    created_at = models.DateTimeField(default=timezone.now)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Blocks to preview (every chain's range), previewed so far, and those in which the stream matched something.
+    planned = models.PositiveIntegerField(default=0)
+    previewed = models.PositiveIntegerField(default=0)
+    matched = models.PositiveIntegerField(default=0)
+    # The stream's configuration and addresses as read when the scan started: every block is asked with the same.
+    config = models.JSONField(null=True, blank=True)
+    # What holds now, in words (waiting for what, why it failed, the summary).
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["window", "-created_at"], name="blockscan_window_created")]
+
+    def __str__(self) -> str:
+        return f"scan #{self.pk} of window {self.window_id} ({self.state})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in SCAN_FINISHED
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.previewed / self.planned) if self.planned else 100
+
+    def can_be_confirmed(self, now: datetime | None = None) -> bool:
+        deadline = self.created_at + timedelta(minutes=settings.ACTION_CONFIRM_MINUTES)
+        return self.state == ScanState.DRAFT and (now or timezone.now()) < deadline
+
+
+class BlockScanChain(models.Model):
+    """One chain's range of a scan and its cursor: `next_block` is the next block to preview, moved in the same
+    transaction as the `PreviewedBlock` row of the block before it."""
+
+    scan = models.ForeignKey(BlockScan, on_delete=models.PROTECT, related_name="chains")
+    chain_id = models.CharField(max_length=32)
+    first_block = models.BigIntegerField()
+    last_block = models.BigIntegerField()
+    next_block = models.BigIntegerField()
+    # How the range was placed from block times, in words.
+    placed_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["chain_id"]
+        constraints = [models.UniqueConstraint(fields=["scan", "chain_id"], name="blockscanchain_once")]
+
+    def __str__(self) -> str:
+        return f"{self.chain_id} {self.first_block}–{self.last_block}, next {self.next_block}"
+
+    @property
+    def blocks(self) -> int:
+        return self.last_block - self.first_block + 1
+
+
+class PreviewedBlockQuerySet(models.QuerySet["PreviewedBlock"]):
+    def since(self, moment: datetime) -> PreviewedBlockQuerySet:
+        return self.filter(previewed_at__gte=moment)
+
+
+class PreviewedBlock(models.Model):
+    """One block previewed for a scan, and what the preview answered: written once (unique), in the transaction
+    that moves its chain's cursor past it. The day's budget is counted from these rows."""
+
+    scan = models.ForeignKey(BlockScan, on_delete=models.PROTECT, related_name="blocks")
+    chain_id = models.CharField(max_length=32)
+    block_number = models.BigIntegerField()
+    # The stream matched something in it: it should have received a delivery.
+    matched = models.BooleanField()
+    records = models.IntegerField(default=0)
+    block_time = models.DateTimeField(null=True, blank=True)
+    previewed_at = models.DateTimeField(default=timezone.now)
+
+    objects = PreviewedBlockQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["chain_id", "block_number"]
+        constraints = [
+            models.UniqueConstraint(fields=["scan", "chain_id", "block_number"], name="previewedblock_once"),
+        ]
+        indexes = [
+            models.Index(fields=["previewed_at"], name="previewedblock_at"),
+            models.Index(fields=["scan", "chain_id", "block_number"], condition=models.Q(matched=True),
+                         name="previewedblock_matched"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.chain_id} {self.block_number} {'matched' if self.matched else 'nothing'}"

@@ -45,11 +45,13 @@ from dashboard.actions.models import (
 from dashboard.actions.refusals import refusal
 from dashboard.deliveries.ingest import store_records
 from dashboard.deliveries.models import DeliveryQuerySet, Stream
+from dashboard.deliveries.records import parse_record
 from dashboard.sources.clients import page_client, streams_client
 from dashboard.sources.models import Source
 from dashboard.times import iso_minutes
 from dashboard.upstream import errors
 from dashboard.upstream.client import UpstreamClient
+from dashboard.upstream.history import iter_history_pages
 from dashboard.upstream.streams import (
     SETTABLE_STATUSES,
     DeliveryLog,
@@ -69,6 +71,8 @@ MAX_RATE_LIMIT_WAIT = 60.0
 REREAD_LOG_PAGES = 5
 # Times the logs are read for one lost answer (a later run reads again: the provider may log late).
 MAX_REREADS = 2
+# Pages of /history (newest first) read to find the delivery of a re-sent block whose answer was lost.
+REREAD_HISTORY_PAGES = 10
 
 
 class ActionRefused(Exception):
@@ -193,6 +197,49 @@ def prepare_resend_block(user: Any, stream: Stream, chain_id: str, block_number:
     )
 
 
+def prepare_resend_blocks(user: Any, scan: Any, blocks: list[tuple[str, int]]) -> ProviderAction:
+    """A DRAFT re-send of these missing blocks of a scan's stream, one item per block. A block already asked
+    for by another re-send that may have reached the provider (sent, re-sent, answer lost, or still waiting) is
+    left out: each block is re-sent once; one whose answer was lost is for a person to check."""
+    stream = Stream.objects.select_related("source").filter(stream_id=scan.stream_id).first()
+    if stream is None:
+        raise ActionRefused("The stream of this scan is not known here any more.")
+    asked = set(
+        ReplayItem.objects.filter(
+            stream_id=scan.stream_id, delivery_id__isnull=True,
+            state__in=[ItemState.PENDING, ItemState.SENDING, ItemState.REPLAYED, ItemState.UNKNOWN],
+        ).exclude(action__state__in=[ActionState.DRAFT, ActionState.EXPIRED, ActionState.CANCELLED])
+        .values_list("chain_id", "block_number")
+    )
+    wanted = sorted({(chain, number) for chain, number in blocks} - asked)
+    if not wanted:
+        raise ActionRefused("No missing block is left to re-send: each was re-sent already, or none is missing.")
+    cap = int(settings.REPLAY_MAX_DELIVERIES)
+    if len(wanted) > cap:
+        raise ActionRefused(f"{len(wanted):,} blocks are missing, more than one re-send may target "
+                            f"(REPLAY_MAX_DELIVERIES, {cap:,}).")
+    chains = sorted({chain for chain, _ in wanted})
+    first, last = wanted[0][1], wanted[-1][1]
+    with transaction.atomic():
+        action = _new_action(
+            user,
+            kind=ActionKind.RESEND_BLOCKS,
+            source=stream.source,
+            stream_id=stream.stream_id,
+            scan=scan,
+            scope=f"Re-send {len(wanted)} missing block{'s' if len(wanted) != 1 else ''} (chain "
+            f"{', '.join(chains)}, blocks {first}–{last}) to stream {stream.tag or stream.stream_id} "
+            f"({stream.stream_id}), as found by block scan #{scan.pk}",
+            target_count=len(wanted),
+        )
+        ReplayItem.objects.bulk_create(
+            ReplayItem(action=action, stream_id=stream.stream_id, chain_id=chain, block_number=number,
+                       status_before="missing")
+            for chain, number in wanted
+        )
+    return action
+
+
 # -- confirming and cancelling ------------------------------------------------------------------
 
 
@@ -290,8 +337,8 @@ def run_action(
         return RunOutcome(finished=True)
     client = client or streams_client(action.source)
     deadline = deadline if deadline is not None else time.monotonic() + 3600
-    if action.kind == ActionKind.REPLAY:
-        return _run_replay(action, client, deadline, sleep)
+    if action.kind in (ActionKind.REPLAY, ActionKind.RESEND_BLOCKS):
+        return _run_items(action, client, deadline, sleep)
     if action.kind == ActionKind.SET_STATUS:
         return _run_status_change(action, client)
     return _run_resend(action, client)
@@ -317,17 +364,20 @@ def _skip_pending(action: ProviderAction, why: str) -> None:
     )
 
 
-def _run_replay(
+def _run_items(
     action: ProviderAction, client: UpstreamClient, deadline: float, sleep: Callable[[float], None]
 ) -> RunOutcome:
-    # Items a dead worker left mid-request, and lost answers: read the logs, never send again.
+    """The items of a replay (deliveries) or of a re-send (missing blocks), each claimed before its request."""
+    resend = action.kind == ActionKind.RESEND_BLOCKS
+    reread = _reread_resend if resend else _reread
+    # Items a dead worker left mid-request, and lost answers: read again, never send again.
     for item in action.items.filter(
         state__in=[ItemState.SENDING, ItemState.UNKNOWN], rereads__lt=MAX_REREADS
     ).order_by("id"):
-        _reread(client, item)
+        reread(client, item)
     while True:
         if ProviderAction.objects.filter(pk=action.pk, cancel_requested_at__isnull=False).exists():
-            _skip_pending(action, "Not sent: the replay was cancelled.")
+            _skip_pending(action, "Not sent: cancelled.")
             _finish(action, ActionState.CANCELLED, replay_summary(action) + " Cancelled.")
             return RunOutcome(finished=True)
         if time.monotonic() > deadline:
@@ -344,7 +394,11 @@ def _run_replay(
         if not claimed:
             continue
         try:
-            answer = replay_delivery(client, item.stream_id, str(item.delivery_id))
+            if resend:
+                assert item.block_number is not None
+                resent = resend_block(client, item.stream_id, item.chain_id, item.block_number)
+            else:
+                answer = replay_delivery(client, item.stream_id, str(item.delivery_id))
         except errors.RateLimited as exc:
             # Refused, so not sent: waiting and asking again is safe.
             _release(item)
@@ -353,7 +407,7 @@ def _run_replay(
         except errors.OutcomeUnknown as exc:
             _answer(item, ItemState.UNKNOWN, exc.message)
             item.refresh_from_db()
-            _reread(client, item)
+            reread(client, item)
             continue
         except (errors.Unreachable, errors.ServerError) as exc:
             # No connection was made (the client tells a lost answer apart): not sent, try again later.
@@ -368,6 +422,11 @@ def _run_replay(
         except errors.UpstreamError as exc:
             # 400 (stream in error state, malformed id), 404 (not found): the provider refused this one.
             _answer(item, ItemState.REFUSED, refusal(item.stream_id, exc.message))
+            continue
+        if resend:
+            logs = resent.payload.get("logs") if isinstance(resent.payload, dict) else None
+            _answer(item, ItemState.REPLAYED, "Re-sent: the provider built the block again and delivered it"
+                    + (f" ({len(logs)} logs)." if isinstance(logs, list) else "."))
             continue
         delivered = answer.delivered
         _answer(
@@ -444,6 +503,46 @@ def _reread(client: UpstreamClient, item: ReplayItem) -> None:
                 "(yet); not sent again. Check the delivery before replaying it again.")
 
 
+def _reread_resend(client: UpstreamClient, item: ReplayItem) -> None:
+    """The answer to this block's re-send was lost: look in /history (newest first, from the moment the request
+    went out) for a delivery of the block to the stream. The block was missing, so the provider made no delivery
+    of it on its own: one found is ours, unless another re-send of the same block was out as well and there are
+    not as many as those requests. Otherwise the item stays "answer lost" and is never sent again."""
+    ReplayItem.objects.filter(pk=item.pk).update(rereads=F("rereads") + 1)
+    item.refresh_from_db()
+    if item.sent_at is None or item.block_number is None:
+        _answer(item, ItemState.UNKNOWN, "The answer was lost before the request's moment was recorded; not sent again.")
+        return
+    since = item.sent_at - CLOCK_SKEW
+    found = []
+    try:
+        for page in iter_history_pages(client, max_pages=REREAD_HISTORY_PAGES):
+            rows = [parse_record(record) for record in page.records]
+            found += [row for row in rows if row.stream_id == item.stream_id and row.chain_id == item.chain_id
+                      and row.block_number == item.block_number and row.date >= since]
+            if rows and min(row.date for row in rows) < since:
+                break
+    except (errors.UpstreamError, ValueError) as exc:
+        text = exc.message if isinstance(exc, errors.UpstreamError) else str(exc)
+        _answer(item, ItemState.UNKNOWN, f"The answer was lost and /history could not be read ({text}); not sent "
+                "again.")
+        return
+    rivals = ReplayItem.objects.filter(
+        stream_id=item.stream_id, chain_id=item.chain_id, block_number=item.block_number, delivery_id__isnull=True,
+        state__in=MAY_HAVE_ACTED, sent_at__gte=since,
+    ).exclude(pk=item.pk).count()
+    if len(found) > rivals:
+        oldest = min(row.date for row in found)
+        _answer(item, ItemState.REPLAYED, f"The answer was lost; /history shows the block's delivery "
+                f"({oldest:%Y-%m-%d %H:%M:%S} UTC).")
+    elif found:
+        _answer(item, ItemState.UNKNOWN, "The answer was lost; /history shows a delivery of the block that could be "
+                "this re-send's or another's; not sent again.")
+    else:
+        _answer(item, ItemState.UNKNOWN, "The answer was lost and /history shows no delivery of the block (yet); "
+                "not sent again. Check the block before re-sending it.")
+
+
 @dataclass(frozen=True)
 class LogsRead:
     # The log of our replay, when the logs show it for certain.
@@ -460,7 +559,7 @@ def find_replay_attempt(client: UpstreamClient, item: ReplayItem, *, now: dateti
     ours only if there are as many as those requests: otherwise nobody can say which one the provider acted on."""
     now = now or timezone.now()
     window = replay_window(item, now)
-    if window is None or item.block_number is None:
+    if window is None or item.block_number is None or item.delivery_date is None:
         return LogsRead(None)
     logs = logs_of_block(
         client,
@@ -491,9 +590,11 @@ def find_replay_attempt(client: UpstreamClient, item: ReplayItem, *, now: dateti
 
 def replay_summary(action: ProviderAction) -> str:
     counts = action.items.counts()
-    parts = [f"{counts.get(ItemState.REPLAYED, 0)} of {action.target_count} replayed"]
-    delivered = action.items.delivered().count()
-    parts.append(f"{delivered} delivered")
+    if action.kind == ActionKind.RESEND_BLOCKS:
+        parts = [f"{counts.get(ItemState.REPLAYED, 0)} of {action.target_count} blocks re-sent"]
+    else:
+        parts = [f"{counts.get(ItemState.REPLAYED, 0)} of {action.target_count} replayed"]
+        parts.append(f"{action.items.delivered().count()} delivered")
     for state, label in ((ItemState.REFUSED, "refused"), (ItemState.UNKNOWN, "answer lost"),
                          (ItemState.SKIPPED, "not sent")):
         if counts.get(state):

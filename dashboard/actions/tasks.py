@@ -12,7 +12,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from dashboard.actions import services
+from dashboard.actions import block_scan, services
 from dashboard.locks import exclusive
 
 
@@ -33,3 +33,21 @@ def run_action_task(self: object, action_id: int) -> None:
         outcome = services.run_action(action_id, deadline=time.monotonic() + budget)
     if not outcome.finished:
         run_action_task.apply_async(args=[action_id], countdown=outcome.retry_in)
+
+
+@shared_task(
+    name="dashboard.actions.tasks.run_block_scan", bind=True, ignore_result=True, acks_late=True,
+    reject_on_worker_lost=True, max_retries=None,
+)
+def run_block_scan_task(self: object, scan_id: int) -> None:
+    """A thin wrapper around block_scan.run_scan holding the scan's lease; a 429's Retry-After, tomorrow's budget
+    or the time budget brings it back later, from the scan's cursor."""
+    budget = max(5.0, float(settings.CELERY_TASK_SOFT_TIME_LIMIT) - 30.0)
+    with exclusive(f"block-scan:{scan_id}") as held:
+        if held is None:
+            if not block_scan.is_finished(scan_id):
+                run_block_scan_task.apply_async(args=[scan_id], countdown=30)
+            return
+        outcome = block_scan.run_scan(scan_id, deadline=time.monotonic() + budget)
+    if not outcome.finished:
+        run_block_scan_task.apply_async(args=[scan_id], countdown=outcome.retry_in)

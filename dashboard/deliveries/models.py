@@ -19,6 +19,7 @@ from django.db import connections, models, transaction
 from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import MD5, Coalesce
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard.deliveries.latency import BUCKETS as LATENCY_BUCKETS
 from dashboard.deliveries.links import deliveries_list_url
@@ -471,11 +472,12 @@ class StreamQuerySet(models.QuerySet["Stream"]):
             found = self.filter(source=source, stream_id=item.id).first()
             status = item.status or ""
             row = found if found is not None else Stream(source=source, stream_id=item.id, tag=item.tag or "")
-            old = row.provider_status
+            old, old_seen = (row.provider_status, row.provider_seen_at) if found is not None else ("", None)
             # The provider's own start of an error (`isErrorSince`), so a stream already failing when first
             # seen is not dated by our first look.
             provider_since = item.error_since if status in PROVIDER_FAILING else None
-            if row.set_provider_status(status, item.status_message or "", now, provider_since=provider_since):
+            status_changed = row.set_provider_status(status, item.status_message or "", now, provider_since=provider_since)
+            if status_changed:
                 changed.append((item.id, old, status))
             row.provider_kind = item.kind
             row.description = (item.description or "")[:1000]
@@ -484,6 +486,8 @@ class StreamQuerySet(models.QuerySet["Stream"]):
             if not row.tag and item.tag:
                 row.tag = item.tag[:255]
             row.save()
+            if status_changed:
+                record_status_change(row, old, old_seen)
         return changed
 
     def record_provider_status(self, status: str, message: str, now: datetime) -> None:
@@ -491,8 +495,11 @@ class StreamQuerySet(models.QuerySet["Stream"]):
         change, the stream read again)."""
         with transaction.atomic():
             for row in self.select_for_update():
-                row.set_provider_status(status, message, now)
+                old, old_seen = row.provider_status, row.provider_seen_at
+                changed = row.set_provider_status(status, message, now)
                 row.save(update_fields=PROVIDER_STATUS_FIELDS)
+                if changed:
+                    record_status_change(row, old, old_seen)
 
     def record_provider_counts(
         self, source: Source, per_stream: dict[str, ProviderCounts], now: datetime
@@ -575,6 +582,79 @@ class Stream(models.Model):
         if self.provider_status == "active" and estimate_state == "error":
             return "Our estimate puts this stream's URL below the provider's 70 % line, but the provider has it active."
         return ""
+
+
+def record_status_change(stream: Stream, previous: str, previous_seen_at: datetime | None) -> None:
+    """The status `Stream.set_provider_status` just took, as a `StreamStatusChange`, and the stream's outage
+    windows derived again (deliveries/completeness.py); its callers call this after saving the row."""
+    from dashboard.deliveries.completeness import note_status_change
+
+    note_status_change(stream, previous, previous_seen_at)
+
+
+class StreamStatusChange(models.Model):
+    """A provider status of a stream, written when the stream sync (or an action's answer) first saw it: the
+    first status seen, then each change. Append-only: the stream's status history, from which its outage
+    windows are derived."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="status_changes")
+    status = models.CharField(max_length=32)
+    # "" for the first status seen.
+    previous = models.CharField(max_length=32, blank=True)
+    # From when it holds: the provider's `isErrorSince` where it says, else when it was seen (`seen_at`).
+    since = models.DateTimeField()
+    seen_at = models.DateTimeField()
+    # When the previous status was last seen: the change happened between this and `seen_at`.
+    previous_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["since", "id"]
+        indexes = [models.Index(fields=["stream", "since"], name="statuschange_stream_since")]
+
+    def __str__(self) -> str:
+        return f"{self.stream_id} {self.previous or '—'} → {self.status} at {self.since:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def earliest_start(self) -> datetime:
+        """The earliest moment the change can have happened: the provider's own date, else the last sight of
+        the previous status (the first status seen: when it was seen)."""
+        if self.since < self.seen_at or self.previous_seen_at is None:
+            return self.since
+        return self.previous_seen_at
+
+
+class WindowKind(models.TextChoices):
+    PROVIDER_STATUS = "status", "Provider status"
+    MARKED = "marked", "Marked by a person"
+
+
+class OutageWindow(models.Model):
+    """A time during which a stream may have missed blocks: a run of provider statuses other than `active`
+    (derived from `StreamStatusChange`), or a window a person marked (an address reload). `end` is None while
+    the status still holds."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="outage_windows")
+    kind = models.CharField(max_length=8, choices=WindowKind.choices)
+    # The statuses of the run ("error → terminated"); a marked window's reason.
+    label = models.CharField(max_length=200)
+    start = models.DateTimeField()
+    end = models.DateTimeField(null=True, blank=True)
+    # The status change that opened it (a provider window): one window per run.
+    opened_by = models.OneToOneField(
+        StreamStatusChange, null=True, blank=True, on_delete=models.CASCADE, related_name="window"
+    )
+    marked_by_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-start", "-id"]
+        indexes = [models.Index(fields=["stream", "-start"], name="outagewindow_stream_start")]
+
+    def __str__(self) -> str:
+        return f"{self.stream_id} {self.label} from {self.start:%Y-%m-%d %H:%M}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("web:outage-window", args=[self.pk])
 
 
 class ErrorGroup(models.Model):

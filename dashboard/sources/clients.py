@@ -60,6 +60,14 @@ def streams_client(source: Source) -> UpstreamClient:
     return UpstreamClient(source.streams_base_url, _labelled(poller_settings(source.api_key), source))
 
 
+def scan_client(source: Source) -> UpstreamClient:
+    """The poller's client for a block scan's previews, except that a 429 naming its Retry-After is not waited
+    out in the worker: it is raised at once, and the scan comes back after that long (actions/block_scan.py)."""
+    return UpstreamClient(
+        source.streams_base_url, _labelled(replace(poller_settings(source.api_key), max_retry_after=0.0), source)
+    )
+
+
 def page_client(source: Source, base_url: str) -> UpstreamClient:
     """A client for one of the source's hosts, for a page someone is waiting on."""
     return UpstreamClient(base_url, _labelled(page_settings(source.api_key), source))

@@ -2,9 +2,9 @@ from django.urls import path
 
 from dashboard.web.views import (
     actions,
+    completeness,
     deliveries,
     errors,
-    maintenance,
     overview,
     pairs,
     retries,
@@ -18,9 +18,14 @@ app_name = "web"
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("streams/", streams.stream_list, name="streams"),
-    path("maintenance/", maintenance.maintenance_list, name="maintenance"),
     path("streams/<str:stream_id>/", streams.stream_detail, name="stream"),
     path("streams/<str:stream_id>/status/", actions.stream_status_prepare, name="stream-status"),
+    path("streams/<str:stream_id>/windows/mark/", completeness.window_mark, name="window-mark"),
+    path("windows/<int:pk>/", completeness.outage_window, name="outage-window"),
+    path("windows/<int:pk>/scan/", completeness.window_scan, name="window-scan"),
+    path("scans/<int:pk>/confirm/", completeness.scan_confirm, name="scan-confirm"),
+    path("scans/<int:pk>/cancel/", completeness.scan_cancel, name="scan-cancel"),
+    path("scans/<int:pk>/resend/", completeness.scan_resend, name="scan-resend"),
     path("actions/", actions.action_list, name="actions"),
     path("actions/replay/", actions.replay_prepare, name="replay"),
     path("actions/resend-block/", actions.resend_block_prepare, name="resend-block"),

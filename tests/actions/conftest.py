@@ -3,13 +3,15 @@ role, and Celery tasks run in the test's own process (eagerly) so a confirmation
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from dashboard.celery import app as celery_app
+from tests.actions.completeness_world import PreviewCounter, World, counting_previews, make_world
 from tests.conftest import make_user
 
 
@@ -45,3 +47,16 @@ def staff_without_permission(db: None) -> User:
         group.permissions.remove(Permission.objects.get(codename="act_at_provider"))
     user = User.objects.get(pk=user.pk)
     return user
+
+
+@pytest.fixture
+def world(db: None, make_simulator: Callable[..., Any], no_stale_locks: None) -> World:
+    """A simulator whose scenario starts now, polled and synced (the completeness tests)."""
+    return make_world(make_simulator)
+
+
+@pytest.fixture
+def previews() -> Iterator[PreviewCounter]:
+    """The block previews the simulator serves during the test, counted per block."""
+    with counting_previews() as counter:
+        yield counter

@@ -167,6 +167,8 @@ def action_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @viewer_required
 def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
     action = _get_action(request, pk)
+    # Kinds with one item per delivery or block, and their progress.
+    items_kind = action.kind in (ActionKind.REPLAY, ActionKind.RESEND_BLOCKS)
     counts = action.items.counts()
     done = sum(n for state, n in counts.items() if state not in (ItemState.PENDING, ItemState.SENDING))
     stream = Stream.objects.filter(stream_id=action.stream_id).first() if action.stream_id else None
@@ -176,7 +178,8 @@ def action_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "nav": "actions",
         "action": action,
         "stream": stream,
-        "items": list(action.items.all()[:ITEMS_SHOWN]) if action.kind == ActionKind.REPLAY else [],
+        "items": list(action.items.all()[:ITEMS_SHOWN]) if items_kind else [],
+        "items_kind": items_kind,
         "items_cut": action.target_count > ITEMS_SHOWN,
         "counts": counts,
         # In words: "Answer lost: check and replay by hand if needed" says what a person has to do.

@@ -1,0 +1,329 @@
+"""Finding a window's missing blocks: each block of the window's range on each of the stream's chains previewed once
+with the stream's configuration, and compared with the stored history.
+
+The preview is a read (it changes nothing at the provider) but it costs like a history page, so it is run like an
+action: a row before any request (`BlockScan`, DRAFT, with the number of previews it will cost), confirmed by a
+conditional UPDATE, carried out by a worker holding the scan's lease (tasks.run_block_scan_task) within
+BLOCK_PREVIEW_PER_REQUEST (refused when preparing) and BLOCK_PREVIEW_PER_DAY (counted from the `PreviewedBlock`
+rows of the UTC day; a scan meeting it waits for the next day).
+
+Each block once: a preview's answer is written as a `PreviewedBlock` row (unique on scan, chain and block) in the
+same transaction that moves the chain's cursor past it, guarded by the cursor's old value. A worker killed before
+that commit leaves the cursor on the block, and the next run previews that one block again (a read; the only
+repeat a kill can cause); a worker killed after it resumes at the next block. A 429 is not waited out in the
+worker: the scan is re-queued after its Retry-After.
+
+Missing = previewed with something matched, and no delivery of that block to the stream stored
+(deliveries/completeness.received_blocks): read when asked, so a late poll or a re-send takes a block off the list.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from dashboard.actions.models import (
+    ACT_AT_PROVIDER,
+    SCAN_LIVE,
+    BlockScan,
+    BlockScanChain,
+    ItemState,
+    PreviewedBlock,
+    ScanState,
+)
+from dashboard.deliveries.completeness import (
+    WindowRefused,
+    chain_ranges,
+    delivered_after,
+    received_blocks,
+)
+from dashboard.deliveries.models import OutageWindow, Stream
+from dashboard.sources.clients import scan_client
+from dashboard.upstream import errors
+from dashboard.upstream.client import UpstreamClient
+from dashboard.upstream.streams import StreamConfig, fetch_stream, fetch_stream_addresses, preview_block
+
+log = logging.getLogger(__name__)
+
+# An open window is scanned up to this long before now: younger blocks' deliveries may not be polled yet.
+SETTLE = timedelta(minutes=5)
+# How often (in previews) a running scan looks for a cancellation.
+CANCEL_CHECK_EVERY = 20
+
+
+def can_scan(user: Any) -> bool:
+    """A scan writes nothing at the provider (PROVIDER_WRITES does not stop it) but spends its budget: staff with
+    the permission to act there may."""
+    return bool(user.is_authenticated and user.is_active and user.has_perm(ACT_AT_PROVIDER))
+
+
+def day_start(now: datetime) -> datetime:
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def budget_left(now: datetime | None = None) -> int:
+    """Previews left of today's BLOCK_PREVIEW_PER_DAY (UTC), counted from the previews made."""
+    used = PreviewedBlock.objects.since(day_start(now or timezone.now())).count()
+    return max(0, int(settings.BLOCK_PREVIEW_PER_DAY) - used)
+
+
+# -- preparing, confirming, cancelling ---------------------------------------------------------------
+
+
+def prepare_scan(user: Any, window: OutageWindow, *, now: datetime | None = None) -> BlockScan:
+    """A DRAFT scan of the window with its ranges and cost, or WindowRefused saying why not."""
+    now = now or timezone.now()
+    stream = Stream.objects.select_related("source").get(pk=window.stream_id)
+    live = BlockScan.objects.filter(window=window, state__in=[ScanState.DRAFT, *SCAN_LIVE]).first()
+    if live is not None and not (live.state == ScanState.DRAFT and not live.can_be_confirmed(now)):
+        raise WindowRefused("A scan of this window is already prepared or under way; see it below.")
+    oldest = now - timedelta(days=int(settings.HISTORY_RETENTION_DAYS))
+    if window.end is not None and window.end < oldest:
+        raise WindowRefused("This window ended before the oldest history kept here: there is nothing to compare with.")
+    end = window.end if window.end is not None else now - SETTLE
+    if end <= window.start:
+        raise WindowRefused("This window is too recent: its blocks' deliveries may not be polled yet. "
+                            f"Try again in {int(SETTLE.total_seconds() // 60)} minutes.")
+    ranges = chain_ranges(stream, window.start, end, now=now)
+    planned = sum(r.blocks for r in ranges)
+    cap = int(settings.BLOCK_PREVIEW_PER_REQUEST)
+    if planned > cap:
+        raise WindowRefused(
+            f"Finding this window's missing blocks would cost {planned:,} previews, more than one scan may spend "
+            f"(BLOCK_PREVIEW_PER_REQUEST, {cap:,}). Mark a shorter window."
+        )
+    with transaction.atomic():
+        scan = BlockScan.objects.create(
+            window=window, source=stream.source, stream_id=stream.stream_id, requested_by=user,
+            requested_by_name=user.get_username(), planned=planned, created_at=now,
+        )
+        BlockScanChain.objects.bulk_create(
+            BlockScanChain(scan=scan, chain_id=r.chain_id, first_block=r.first, last_block=r.last,
+                           next_block=r.first, placed_by=r.placed_by[:200])
+            for r in ranges
+        )
+    return scan
+
+
+def confirm_scan(scan: BlockScan, *, queue: Callable[[int], object], now: datetime | None = None) -> bool:
+    """Queue the scan once (a double submit confirms nothing more); `queue(scan_id)` runs after commit."""
+    now = now or timezone.now()
+    if scan.state == ScanState.DRAFT and not scan.can_be_confirmed(now):
+        BlockScan.objects.filter(pk=scan.pk, state=ScanState.DRAFT).update(
+            state=ScanState.EXPIRED, finished_at=now, message="Not confirmed in time; nothing was previewed.")
+        raise WindowRefused("This scan was prepared too long ago; prepare it again so its cost is what holds now.")
+    with transaction.atomic():
+        confirmed = BlockScan.objects.filter(pk=scan.pk, state=ScanState.DRAFT).update(
+            state=ScanState.QUEUED, confirmed_at=now)
+        if confirmed:
+            transaction.on_commit(lambda: queue(scan.pk))
+    scan.refresh_from_db()
+    return bool(confirmed)
+
+
+def cancel_scan(scan: BlockScan, *, now: datetime | None = None) -> None:
+    """Stop a scan: a draft never runs; a running one stops before its next preview (what it found stays)."""
+    now = now or timezone.now()
+    BlockScan.objects.filter(pk=scan.pk, state=ScanState.DRAFT).update(
+        state=ScanState.CANCELLED, finished_at=now, message="Cancelled before it was confirmed; nothing was previewed.")
+    BlockScan.objects.filter(pk=scan.pk, state__in=SCAN_LIVE).update(cancel_requested_at=now)
+    # Waiting (for a 429, for tomorrow) or queued: nothing to interrupt, so it stops now.
+    _finish_cancelled(scan.pk, states=(ScanState.QUEUED, ScanState.WAITING))
+    scan.refresh_from_db()
+
+
+def _finish_cancelled(scan_id: int, *, states: tuple[str, ...] = (ScanState.RUNNING,)) -> None:
+    scan = BlockScan.objects.get(pk=scan_id)
+    BlockScan.objects.filter(pk=scan_id, state__in=states, cancel_requested_at__isnull=False).update(
+        state=ScanState.CANCELLED, finished_at=timezone.now(),
+        message=f"Cancelled after {scan.previewed:,} of {scan.planned:,} previews; what they found is listed.")
+
+
+# -- running ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ScanOutcome:
+    finished: bool
+    # Seconds before the next run when not finished (a 429's Retry-After, the provider away, tomorrow's budget).
+    retry_in: float = 0.0
+
+
+def is_finished(scan_id: int) -> bool:
+    return not BlockScan.objects.filter(pk=scan_id, state__in=SCAN_LIVE).exists()
+
+
+def run_scan(scan_id: int, *, deadline: float | None = None, client: UpstreamClient | None = None,
+             now: Callable[[], datetime] = timezone.now) -> ScanOutcome:
+    """Preview the scan's blocks from where it stands. Safe to call any number of times."""
+    scan = BlockScan.objects.select_related("source").filter(pk=scan_id).first()
+    if scan is None or scan.state not in SCAN_LIVE:
+        return ScanOutcome(finished=True)
+    if scan.cancel_requested_at is not None:
+        _finish_cancelled(scan.pk, states=SCAN_LIVE)
+        return ScanOutcome(finished=True)
+    if scan.source is None:
+        _end(scan, ScanState.FAILED, "The source of this scan was deleted; nothing more was previewed.")
+        return ScanOutcome(finished=True)
+    BlockScan.objects.filter(pk=scan.pk, state__in=[ScanState.QUEUED, ScanState.WAITING]).update(
+        state=ScanState.RUNNING, started_at=F("started_at") if scan.started_at else now())
+    client = client or scan_client(scan.source)
+    deadline = deadline if deadline is not None else time.monotonic() + 3600
+    try:
+        config = _config(scan, client)
+    except errors.UpstreamError as exc:
+        return _not_now(scan, exc)
+    left = budget_left(now())
+    count = 0
+    for chain in scan.chains.order_by("chain_id"):
+        number = chain.next_block
+        while number <= chain.last_block:
+            if count % CANCEL_CHECK_EVERY == 0 and BlockScan.objects.filter(
+                pk=scan.pk, cancel_requested_at__isnull=False
+            ).exists():
+                _finish_cancelled(scan.pk)
+                return ScanOutcome(finished=True)
+            if time.monotonic() > deadline:
+                return ScanOutcome(finished=False, retry_in=1.0)
+            if left <= 0:
+                moment = now()
+                tomorrow = day_start(moment) + timedelta(days=1)
+                _wait(scan, f"Today's preview budget (BLOCK_PREVIEW_PER_DAY, {settings.BLOCK_PREVIEW_PER_DAY:,}) is "
+                      f"spent; it continues after {tomorrow:%Y-%m-%d %H:%M} UTC.")
+                return ScanOutcome(finished=False, retry_in=(tomorrow - moment).total_seconds() + 1)
+            try:
+                preview = preview_block(client, chain.chain_id, number, config)
+            except errors.UpstreamError as exc:
+                return _not_now(scan, exc, block=number)
+            if not _checkpoint(scan, chain, number, preview, now()):
+                # Another run moved this cursor (two workers despite the lease): it carries on, this one stops.
+                return ScanOutcome(finished=True)
+            count += 1
+            left -= 1
+            number += 1
+    scan.refresh_from_db()
+    missing = len(missing_blocks(scan))
+    _end(scan, ScanState.DONE, f"{scan.previewed:,} blocks previewed; the stream matched something in "
+         f"{scan.matched:,}; {missing:,} of those have no stored delivery.")
+    return ScanOutcome(finished=True)
+
+
+def _config(scan: BlockScan, client: UpstreamClient) -> StreamConfig:
+    """The stream's configuration with its addresses, read once at the start and kept on the row, so a resumed
+    scan asks every block with the same."""
+    if scan.config is None:
+        stream = fetch_stream(client, scan.stream_id)
+        config = stream.config.with_addresses(fetch_stream_addresses(client, scan.stream_id))
+        body = config.as_body()
+        BlockScan.objects.filter(pk=scan.pk, config__isnull=True).update(config=body)
+        scan.refresh_from_db(fields=["config"])
+    return StreamConfig.parse(scan.config or {}).with_addresses((scan.config or {}).get("addresses") or [])
+
+
+def _checkpoint(scan: BlockScan, chain: BlockScanChain, number: int, preview: Any, moment: datetime) -> bool:
+    matched = preview is not None
+    with transaction.atomic():
+        moved = BlockScanChain.objects.filter(pk=chain.pk, next_block=number).update(next_block=number + 1)
+        if not moved:
+            return False
+        PreviewedBlock.objects.create(
+            scan=scan, chain_id=chain.chain_id, block_number=number, matched=matched,
+            records=preview.records if matched else 0,
+            block_time=preview.block_timestamp if matched else None, previewed_at=moment,
+        )
+        BlockScan.objects.filter(pk=scan.pk).update(previewed=F("previewed") + 1, matched=F("matched") + int(matched))
+    return True
+
+
+def _not_now(scan: BlockScan, exc: errors.UpstreamError, *, block: int | None = None) -> ScanOutcome:
+    if isinstance(exc, errors.RateLimited):
+        wait = max(1.0, exc.retry_after or 5.0)
+        _wait(scan, f"The provider asked to slow down (429); continuing after {wait:g} s.")
+        return ScanOutcome(finished=False, retry_in=wait)
+    if exc.transient:
+        _wait(scan, f"Waiting for the provider: {exc.message}")
+        return ScanOutcome(finished=False, retry_in=30.0)
+    where = f" at block {block}" if block is not None else ""
+    _end(scan, ScanState.FAILED, f"The provider refused{where}: {exc.message}")
+    return ScanOutcome(finished=True)
+
+
+def _wait(scan: BlockScan, message: str) -> None:
+    BlockScan.objects.filter(pk=scan.pk, state=ScanState.RUNNING).update(state=ScanState.WAITING, message=message[:2000])
+
+
+def _end(scan: BlockScan, state: str, message: str) -> None:
+    BlockScan.objects.filter(pk=scan.pk, state__in=SCAN_LIVE).update(
+        state=state, finished_at=timezone.now(), message=message[:2000])
+
+
+# -- what a scan found --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MissingBlock:
+    chain_id: str
+    block_number: int
+    records: int
+    block_time: datetime | None
+
+
+def missing_blocks(scan: BlockScan) -> list[MissingBlock]:
+    """The blocks the stream matched and of which no delivery is stored now, oldest first."""
+    matched: dict[str, list[PreviewedBlock]] = {}
+    for row in scan.blocks.filter(matched=True).order_by("chain_id", "block_number"):
+        matched.setdefault(row.chain_id, []).append(row)
+    out: list[MissingBlock] = []
+    for chain, rows in matched.items():
+        received = received_blocks(scan.stream_id, chain, (r.block_number for r in rows))
+        out.extend(MissingBlock(chain, r.block_number, r.records, r.block_time)
+                   for r in rows if r.block_number not in received)
+    return out
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What the re-sends of a scan's missing blocks brought back: `recovered` of `asked` blocks have a stored
+    delivery dated after their re-send went out; `still_missing` names the others."""
+
+    asked: int
+    recovered: int
+    still_missing: list[tuple[str, int, str]]
+
+    @property
+    def complete(self) -> bool:
+        return self.asked > 0 and self.recovered == self.asked
+
+
+def recovery(scan: BlockScan) -> Recovery | None:
+    """The verification of the scan's re-sends, from stored deliveries; None before any re-send was confirmed."""
+    from dashboard.actions.models import ActionState, ReplayItem
+
+    items = list(
+        ReplayItem.objects.filter(action__scan=scan, delivery_id__isnull=True)
+        .exclude(action__state__in=[ActionState.DRAFT, ActionState.EXPIRED])
+        .order_by("chain_id", "block_number", "id")
+    )
+    if not items:
+        return None
+    blocks: dict[tuple[str, int], ReplayItem] = {}
+    for item in items:
+        if item.block_number is not None:
+            # The latest request for a block (a later action after a refusal) is the one that counts.
+            blocks[(item.chain_id, item.block_number)] = item
+    sent = [(c, b, i.sent_at) for (c, b), i in blocks.items() if i.sent_at is not None]
+    back = delivered_after(scan.stream_id, sent)
+    still = [
+        (chain, block, item.get_state_display() if item.state != ItemState.REPLAYED else "re-sent, not in the history yet")
+        for (chain, block), item in sorted(blocks.items()) if (chain, block) not in back
+    ]
+    return Recovery(asked=len(blocks), recovered=len(blocks) - len(still), still_missing=still)

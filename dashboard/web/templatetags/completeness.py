@@ -1,0 +1,34 @@
+"""The stream page's Completeness section, rendered from the stream: its outage windows (newest first) with their
+latest scan, and the form to mark one by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from dashboard.actions.block_scan import can_scan
+from dashboard.actions.models import BlockScan
+from dashboard.deliveries.completeness import windows_of
+from dashboard.deliveries.models import Stream
+
+register = template.Library()
+
+WINDOWS_SHOWN = 20
+
+
+@register.inclusion_tag("web/_completeness.html", takes_context=True)
+def completeness_section(context: template.Context, stream: Stream) -> dict[str, Any]:
+    windows = list(windows_of(stream)[:WINDOWS_SHOWN])
+    latest: dict[int, BlockScan] = {}
+    for scan in BlockScan.objects.filter(window__in=windows).order_by("window_id", "-created_at", "-id"):
+        latest.setdefault(scan.window_id, scan)
+    for window in windows:
+        window.latest_scan = latest.get(window.pk)  # type: ignore[attr-defined]
+    request = context.get("request")
+    return {
+        "stream": stream,
+        "windows": windows,
+        "can_scan": request is not None and can_scan(request.user),
+        "csrf_token": context.get("csrf_token"),
+    }
