@@ -50,6 +50,8 @@ INSTALLED_APPS = [
     "dashboard.polling",
     # Replays and status changes at the provider: rows, their worker and the audit.
     "dashboard.actions",
+    # Maintenance windows: when a stream, a tag or everything owes nothing.
+    "dashboard.expectations",
     "dashboard.alerts",
     "dashboard.web",
     "dashboard.lookups",

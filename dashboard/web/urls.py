@@ -5,6 +5,7 @@ from dashboard.web.views import (
     completeness,
     deliveries,
     errors,
+    maintenance,
     overview,
     pairs,
     retries,
@@ -18,6 +19,7 @@ app_name = "web"
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("streams/", streams.stream_list, name="streams"),
+    path("maintenance/", maintenance.maintenance_list, name="maintenance"),
     path("streams/<str:stream_id>/", streams.stream_detail, name="stream"),
     path("streams/<str:stream_id>/status/", actions.stream_status_prepare, name="stream-status"),
     path("streams/<str:stream_id>/windows/mark/", completeness.window_mark, name="window-mark"),
