@@ -27,7 +27,7 @@ Completeness (contract §5): what arrives late, what never arrives, and what was
 - `uniswap-v2-swaps`, an address reload: at S-6 min its owner adds a pair (the USDC/USDT pool, no swaps on it
   yet); the provider's reload lasts two minutes, and the rush's blocks mined then (one in two, about five) are
   neither sent nor recorded while the stream stays `active`. The block preview still answers them.
-- `nft-sales`, a slow period: a drop's sales (one block in five from S-2 min to S+12 min) meet a provider that
+- `nft-sales`, a slow period: a drop's sales (one block in eight from S-3 min to S+10 min) meet a provider that
   lags: deliveries due from S+1 min to S+9 min go out minutes late (up to about 7 min at S+5 min), the
   latency spike.
 - `bsc-usdt-payments`, quiet hours: its contract emits nothing from S-50 min to S+10 min, and for an hour now
@@ -137,7 +137,7 @@ BURSTS: tuple[Burst, ...] = (
     # A mint while the certificate had expired: the failures that put the stream in `error`.
     Burst("arbitrum-mints", -28 * HOUR, -27 * HOUR, 230),
     # A drop's sales while the provider lags on them (SLOW below).
-    Burst("nft-sales", -2 * MINUTE, 12 * MINUTE, 5),
+    Burst("nft-sales", -3 * MINUTE, 10 * MINUTE, 8),
 )
 # A pair with no swaps yet (the USDC/USDT pool): adding it starts the reload.
 ADDED_PAIR = "0x3041cbd36888becc7bbcbc0045e3b1f144466f5f"
