@@ -99,17 +99,31 @@ class UpstreamClient:
         With `expect_object`, a 200 whose body is not a JSON object counts as a bad (transient) response.
         """
         query = _encode_params(params or {})
+
+        def once() -> Any:
+            data = self._read_once("GET", path, query)
+            if expect_object and not isinstance(data, dict):
+                raise errors.BadResponse(
+                    f"{self.base_url}{path} answered 200 with JSON that is not an object",
+                    status_code=200,
+                    url=f"{self.base_url}{path}",
+                )
+            return data
+
+        return self._retrying(once, path)
+
+    def post_read(self, path: str, body: Mapping[str, Any]) -> Any:
+        """POST `body` to an operation that changes nothing at the provider (the block preview) and return its
+        decoded JSON answer, which may be null. Unlike a write, it is safe to send again: transient failures are
+        retried like a GET's."""
+        content = orjson.dumps(body)
+        return self._retrying(lambda: self._read_once("POST", path, [], content), path)
+
+    def _retrying(self, once: Callable[[], Any], path: str) -> Any:
         attempt = 0
         while True:
             try:
-                data = self._get_once(path, query)
-                if expect_object and not isinstance(data, dict):
-                    raise errors.BadResponse(
-                        f"{self.base_url}{path} answered 200 with JSON that is not an object",
-                        status_code=200,
-                        url=f"{self.base_url}{path}",
-                    )
-                return data
+                return once()
             except errors.UpstreamError as exc:
                 if not exc.transient or attempt >= self.settings.max_retries:
                     raise
@@ -208,10 +222,13 @@ class UpstreamClient:
             )
         raise self._status_error(status, message, retry_after, url)
 
-    def _get_once(self, path: str, query: list[tuple[str, str]]) -> Any:
+    def _read_once(
+        self, method: str, path: str, query: list[tuple[str, str]], content: bytes | None = None
+    ) -> Any:
+        """One request that changes nothing at the provider (a GET, or the block preview's POST)."""
         url = f"{self.base_url}{path}"
         try:
-            status, reason, retry_after, body = self._fetch("GET", path, query)
+            status, reason, retry_after, body = self._fetch(method, path, query, content)
         except httpx.TimeoutException as exc:
             raise errors.Unreachable(
                 f"timed out talking to {self.base_url} ({type(exc).__name__})", url=url

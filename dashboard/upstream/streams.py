@@ -15,12 +15,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-import httpx
-import orjson
-
 from dashboard.upstream import errors
 from dashboard.upstream.chains import normalize_chain
-from dashboard.upstream.client import UpstreamClient, upstream_message
+from dashboard.upstream.client import UpstreamClient
 from dashboard.upstream.pagination import follow_cursor
 from dashboard.upstream.parsing import as_bool, as_datetime, as_dict, as_int, as_str
 from dashboard.upstream.records import MalformedRecord, RecordError, parse_items, result_items
@@ -420,7 +417,7 @@ def preview_block(
     chain_hex = normalize_chain(chain_id)
     _check_block(block_number)
     path = f"/streams/evm/{chain_hex}/block/{block_number}"
-    data = _post_read(client, path, config.as_body())
+    data = client.post_read(path, config.as_body())
     if data is None:
         return None
     if not isinstance(data, dict):
@@ -605,43 +602,6 @@ def validate_uuid(value: str, *, what: str) -> str:
     if not isinstance(value, str) or not _UUID.match(value.strip()):
         raise errors.InvalidRequest(f"{what} must be a UUID, got {str(value)[:40]!r}")
     return value.strip().lower()
-
-
-def _post_read(client: UpstreamClient, path: str, body: dict[str, Any]) -> Any:
-    """POST `body` to an operation that changes nothing (the block preview) and return its JSON answer, which
-    may be null. Unlike a write, it is safe to send again: transient failures are retried like a GET's."""
-    content = orjson.dumps(body)
-    url = f"{client.base_url}{path}"
-    attempt = 0
-    while True:
-        try:
-            return _post_read_once(client, path, content, url)
-        except errors.UpstreamError as exc:
-            if not exc.transient or attempt >= client.settings.max_retries:
-                raise
-            delay = client._delay(attempt, exc)
-            if delay is None:
-                raise
-            client._sleep(delay)
-            attempt += 1
-
-
-def _post_read_once(client: UpstreamClient, path: str, content: bytes, url: str) -> Any:
-    try:
-        status, reason, retry_after, raw = client._fetch("POST", path, [], content)
-    except httpx.TransportError as exc:
-        raise errors.Unreachable(f"could not reach {client.base_url} ({type(exc).__name__})", url=url) from None
-    if status == 200:
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise errors.BadResponse(
-                f"{client.base_url} answered 200 with a body that is not JSON ({len(raw)} bytes)",
-                status_code=status,
-                url=url,
-            ) from None
-    message = client._scrub(upstream_message(raw, client._scrub) or reason or f"HTTP {status}")
-    raise client._status_error(status, message, retry_after, url)
 
 
 def _check_block(block_number: int) -> None:
