@@ -289,6 +289,12 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 ALERT_EMAILS = env_list("ALERT_EMAILS", [])
 ALERT_MAX_MAILS_PER_HOUR = env_int("ALERT_MAX_MAILS_PER_HOUR", 30, minimum=1)
 ALERT_SWEEP_SECONDS = env_int("ALERT_SWEEP_SECONDS", 30, minimum=5, maximum=3600)
+# Quiet streams: a stream's expected deliveries per hour of the week, learned from this many weeks of its hourly
+# rollups; no verdict before it has QUIET_MIN_HISTORY_DAYS of history, or where fewer than QUIET_MIN_EXPECTED
+# deliveries were expected in the window.
+QUIET_BASELINE_WEEKS = env_int("QUIET_BASELINE_WEEKS", 4, minimum=1, maximum=12)
+QUIET_MIN_HISTORY_DAYS = env_int("QUIET_MIN_HISTORY_DAYS", 14, minimum=1, maximum=84)
+QUIET_MIN_EXPECTED = env_int("QUIET_MIN_EXPECTED", 5, minimum=1)
 
 # Prometheus metrics at /metrics: a scrape must carry `Authorization: Bearer <METRICS_TOKEN>` or come from
 # one of METRICS_ALLOWED_NETWORKS; anything else is refused (403). Processes share counters through the

@@ -47,6 +47,7 @@ class AlertRuleForm(forms.ModelForm):
             "threshold_percent",
             "min_deliveries",
             "latency_seconds",
+            "quiet_probability",
             "consecutive_failures",
             "stale_minutes",
             "grace_minutes",
@@ -101,6 +102,7 @@ class AlertRuleAdmin(admin.ModelAdmin):
                     "threshold_percent",
                     "min_deliveries",
                     "latency_seconds",
+                    "quiet_probability",
                     "consecutive_failures",
                     "stale_minutes",
                 )

@@ -21,6 +21,7 @@ from dashboard.alerts.models import AlertRule, Condition, TargetKind
 from dashboard.deliveries import latency, pairs, trailing_counts, url_health
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
+from dashboard.expectations import volume
 from dashboard.sources.models import Source
 
 # Streams or URLs with no failure this recent cannot satisfy consecutive or error-state conditions.
@@ -72,6 +73,8 @@ def observe(rule: AlertRule, now: datetime) -> list[Observation]:
         return confirmation_gap(rule, now)
     if rule.condition == Condition.LATENCY_P95:
         return latency_p95(rule, now)
+    if rule.condition == Condition.QUIET_STREAM:
+        return quiet_stream(rule, now)
     raise ValueError(f"unknown condition {rule.condition!r}")
 
 
@@ -389,6 +392,38 @@ def latency_p95(rule: AlertRule, now: datetime) -> list[Observation]:
     return found
 
 
+def quiet_stream(rule: AlertRule, now: datetime) -> list[Observation]:
+    """Streams whose deliveries in a window ending now are improbably few for their own history
+    (`expectations.volume`), past their cold start."""
+    streams = Stream.objects.exclude(first_delivery_at=None).filter(source__enabled=True)
+    scope = rule.scope_filter()
+    if scope is not None and scope[0] == "webhook_url":
+        streams = streams.filter(webhook_urls__contains=[scope[1]])
+    elif scope is not None:
+        streams = streams.filter(**{scope[0]: scope[1]})
+    rows = {s.stream_id: s for s in streams.only("stream_id", "tag", "webhook_urls")}
+    found = []
+    for stream_id, verdict in sorted(volume.verdicts(now, list(rows)).items()):
+        if not verdict.quiet(rule.quiet_probability):
+            continue
+        stream = rows[stream_id]
+        found.append(
+            Observation(
+                target_kind=TargetKind.STREAM,
+                target_key=stream_id,
+                label=_label(stream.tag, stream_id),
+                stream_id=stream_id,
+                webhook_url=next(iter(stream.webhook_urls or []), ""),
+                total=verdict.seen,
+                rate=verdict.probability,
+                since=verdict.since,
+                extra={"expected": round(verdict.expected, 1), "seen": verdict.seen,
+                       "probability": verdict.probability, "quiet_probability": rule.quiet_probability},
+            )
+        )
+    return found
+
+
 def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[str, Any]:
     """The evidence a mail quotes: error groups with counts, the first failures, counts and the headline."""
     details: dict[str, Any] = {
@@ -408,8 +443,8 @@ def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[s
             int(observation.stale_for.total_seconds() // 60) if observation.stale_for else 0
         )
         return details
-    if rule.condition == Condition.LATENCY_P95:
-        # Slow, not failing: no error groups to quote.
+    if rule.condition in (Condition.LATENCY_P95, Condition.QUIET_STREAM):
+        # Slow or quiet, not failing: no error groups to quote.
         return details
     failing = scoped(rule).failures()
     if observation.target_kind == TargetKind.STREAM:
@@ -488,6 +523,12 @@ def headline(rule: AlertRule, observation: Observation, details: dict[str, Any])
             f"stream {observation.label}: p95 latency {details.get('p95_seconds') or 0:.0f} s (above "
             f"{details.get('latency_seconds')} s) over {rule.window_minutes} min, {observation.total} unconfirmed "
             f"deliveries to {host}"
+        )[:500]
+    if rule.condition == Condition.QUIET_STREAM:
+        since = observation.since.strftime("%Y-%m-%d %H:%M UTC") if observation.since else "?"
+        return (
+            f"stream {observation.label}: {details.get('seen', 0)} deliveries since {since} where ~"
+            f"{details.get('expected', 0):.0f} were expected (probability {details.get('probability', 0):.1g})"
         )[:500]
     if rule.condition == Condition.CONFIRMATION_GAP:
         blocks = "block" if observation.failures == 1 else "blocks"

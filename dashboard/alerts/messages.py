@@ -72,6 +72,8 @@ def status_word(incident: Incident) -> str:
         return "CONFIRMATION GAP"
     if incident.rule.condition == Condition.LATENCY_P95:
         return "SLOW"
+    if incident.rule.condition == Condition.QUIET_STREAM:
+        return "QUIET"
     return "FAILING"
 
 

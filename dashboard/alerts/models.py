@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.functions import RandomUUID
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -43,6 +44,7 @@ class Condition(models.TextChoices):
         "delivered)"
     )
     LATENCY_P95 = "latency_p95", "p95 processing latency above a threshold"
+    QUIET_STREAM = "quiet_stream", "Quiet stream (improbably few deliveries for its own history)"
 
 
 class Digest(models.TextChoices):
@@ -81,6 +83,12 @@ class AlertRule(models.Model):
         default=60,
         help_text="Latency p95: alert when the p95 of the unconfirmed deliveries' processing latency (first "
         "attempt minus block time) over the window is above this many seconds.",
+    )
+    quiet_probability = models.FloatField(
+        default=0.001,
+        validators=[MinValueValidator(1e-12), MaxValueValidator(0.5)],
+        help_text="Quiet stream: alert when seeing so few deliveries, against what the stream's own history "
+        "expects for these hours of the week, is less probable than this.",
     )
     consecutive_failures = models.PositiveIntegerField(
         default=5, help_text="Consecutive: this many newest deliveries all failed."
@@ -158,6 +166,11 @@ class AlertRule(models.Model):
             return (
                 f"p95 processing latency of unconfirmed deliveries above {self.latency_seconds} s over "
                 f"{self.window_minutes} min (at least {self.min_deliveries} deliveries)"
+            )
+        if self.condition == Condition.QUIET_STREAM:
+            return (
+                f"improbably few deliveries for the stream's own history (probability below {self.quiet_probability:g}"
+                ", Poisson on its hour-of-week means)"
             )
         return f"no successful poll for {self.stale_minutes} min"
 
