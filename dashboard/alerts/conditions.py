@@ -278,12 +278,7 @@ PROVIDER_HISTORY = timedelta(days=7)
 def provider_error_state(rule: AlertRule, now: datetime) -> list[Observation]:
     """Streams the provider itself has in `error` or `terminated`, as the last stream sync read them."""
     streams = Stream.objects.failing_at_provider().filter(source__enabled=True)
-    scope = rule.scope_filter()
-    if scope is not None and scope[0] == "webhook_url":
-        # A stream's URL: what the provider has now, or any its deliveries went to.
-        streams = streams.filter(Q(provider_webhook_url=scope[1]) | Q(webhook_urls__contains=[scope[1]]))
-    elif scope is not None:
-        streams = streams.filter(**{scope[0]: scope[1]})
+    streams = streams.in_scope(rule.scope_filter())
     found = []
     for stream in streams.order_by("stream_id"):
         url = stream.provider_webhook_url or (stream.webhook_urls[0] if stream.webhook_urls else "")
@@ -395,12 +390,9 @@ def latency_p95(rule: AlertRule, now: datetime) -> list[Observation]:
 def quiet_stream(rule: AlertRule, now: datetime) -> list[Observation]:
     """Streams whose deliveries in a window ending now are improbably few for their own history
     (`expectations.volume`), past their cold start."""
-    streams = Stream.objects.exclude(first_delivery_at=None).filter(source__enabled=True)
-    scope = rule.scope_filter()
-    if scope is not None and scope[0] == "webhook_url":
-        streams = streams.filter(webhook_urls__contains=[scope[1]])
-    elif scope is not None:
-        streams = streams.filter(**{scope[0]: scope[1]})
+    # A stream the provider does not have active is silent for that reason, which its own condition reports.
+    streams = Stream.objects.active_at_provider().exclude(first_delivery_at=None).filter(source__enabled=True)
+    streams = streams.in_scope(rule.scope_filter())
     rows = {s.stream_id: s for s in streams.only("stream_id", "tag", "webhook_urls")}
     found = []
     for stream_id, verdict in sorted(volume.verdicts(now, list(rows)).items()):

@@ -429,13 +429,29 @@ def slice_options(rows: Iterable[tuple[str, str, str, datetime]]) -> dict[str, l
 
 # What the provider says of a stream (`GET /streams/evm`): `error` and `terminated` mean it sends nothing.
 PROVIDER_FAILING = ("error", "terminated")
+# A stream the provider processes blocks for, or whose status no sync has read yet.
+ACTIVE_OR_UNKNOWN = ("", "active")
 # The columns `Stream.set_provider_status` sets.
 PROVIDER_STATUS_FIELDS = ["provider_status", "provider_status_message", "provider_status_since", "provider_seen_at"]
 
 
 class StreamQuerySet(models.QuerySet["Stream"]):
+    def in_scope(self, scope: tuple[str, str] | None) -> StreamQuerySet:
+        """The streams a scope (deliveries.scopes: column and value, None for all) names. A webhook URL names
+        the streams whose URL it is at the provider now, or that any stored delivery went to."""
+        if scope is None:
+            return self
+        column, value = scope
+        if column == "webhook_url":
+            return self.filter(Q(provider_webhook_url=value) | Q(webhook_urls__contains=[value]))
+        return self.filter(**{column: value})
+
     def failing_at_provider(self) -> StreamQuerySet:
         return self.filter(provider_status__in=PROVIDER_FAILING)
+
+    def active_at_provider(self) -> StreamQuerySet:
+        """Streams the provider has active, or whose status no sync has read yet."""
+        return self.filter(provider_status__in=ACTIVE_OR_UNKNOWN)
 
     def statuses_not_active(self, stream_ids: Iterable[str]) -> dict[str, str]:
         """The provider's status of each of these streams it does not have active (paused, error, terminated),
@@ -443,7 +459,7 @@ class StreamQuerySet(models.QuerySet["Stream"]):
         ids = sorted(set(stream_ids))
         if not ids:
             return {}
-        rows = self.filter(stream_id__in=ids).exclude(provider_status__in=("", "active"))
+        rows = self.filter(stream_id__in=ids).exclude(provider_status__in=ACTIVE_OR_UNKNOWN)
         return dict(rows.values_list("stream_id", "provider_status"))
 
     def failing_at_provider_first(self) -> StreamQuerySet:

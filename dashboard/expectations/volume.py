@@ -22,9 +22,9 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
-from dashboard.deliveries.models import HourlyRollup, Stream
+from dashboard.deliveries.models import HourlyRollup, OutageWindow, Stream
 from dashboard.expectations.maintenance import Target, intervals
 from dashboard.expectations.models import MaintenanceWindow
 
@@ -128,11 +128,17 @@ def _learn(current: datetime) -> dict[str, Baseline]:
     for row in rows:
         counts[row["stream_id"]][row["hour"]] = row["n"]
     windows = list(MaintenanceWindow.objects.may_cover(start, current))
+    # Hours the stream could not deliver (the provider had it paused, in error or terminated; a marked address
+    # reload) teach nothing about its normal volume.
+    outages: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
+    overlapping = OutageWindow.objects.filter(start__lt=current).filter(Q(end__isnull=True) | Q(end__gt=start))
+    for stream_id, began, ended in overlapping.values_list("stream__stream_id", "start", "end"):
+        outages[stream_id].append((began, ended or current))
     found: dict[str, Baseline] = {}
     for stream_id, stream in streams.items():
         first = HourlyRollup.hour_of(stream.first_delivery_at) if stream.first_delivery_at else None
         baseline = Baseline(stream_id, first)
-        left_out = intervals(Target(stream_id, stream.tag), start, current, windows)
+        left_out = intervals(Target(stream_id, stream.tag), start, current, windows) + outages.get(stream_id, [])
         hours = counts.get(stream_id, {})
         hour = max(start, first) if first else current
         while hour < current:

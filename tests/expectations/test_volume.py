@@ -143,3 +143,29 @@ def test_a_maintenance_window_keeps_a_stopped_stream_quiet_and_its_hours_leave_t
     quiet_rule()
     run(NOW)
     assert not Incident.objects.exists()
+
+
+def test_the_hours_of_an_outage_leave_the_baseline_and_a_stream_not_active_is_not_quiet() -> None:
+    from dashboard.deliveries.models import OutageWindow, WindowKind
+
+    source = make_source()
+    # Silent for a whole day ten days ago: the provider had the stream in error.
+    down = HourlyRollup.hour_of(NOW - timedelta(days=10))
+    hours = [(hour, 0 if down <= hour < down + timedelta(days=1) else n) for hour, n in dense(NOW - 2 * HOUR)]
+    history(source, hours)
+    stream = Stream.objects.get(stream_id=STREAM)
+    OutageWindow.objects.create(stream=stream, kind=WindowKind.PROVIDER_STATUS, label="error",
+                                start=down, end=down + timedelta(days=1))
+    baseline = baselines(NOW)[STREAM]
+    silent = hour_of_week(down + 3 * HOUR)
+    # The outage's hours are not counted as a quiet normal week: three weeks of 60, not four with a zero.
+    assert baseline.weeks[silent] == 3 and baseline.mean(silent) == pytest.approx(60)
+
+    # Stopped two hours ago because the provider paused it: its own condition speaks, not the quiet one.
+    Stream.objects.filter(pk=stream.pk).update(provider_status="paused")
+    quiet_rule()
+    run(NOW)
+    assert not Incident.objects.exists()
+    Stream.objects.filter(pk=stream.pk).update(provider_status="active")
+    run(NOW)
+    assert Incident.objects.filter(rule__condition=Condition.QUIET_STREAM).count() == 1
