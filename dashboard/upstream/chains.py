@@ -1,11 +1,15 @@
-"""The EVM chains: one table of ids, the provider's names, display names and block explorers, and the
-address checks every operation makes before it sends anything.
+"""The EVM chains: one table of ids, the provider's names, display names, block explorers, block times and
+confirmations, and the address checks every operation makes before it sends anything.
 
-Pages, the admin, the deliveries filter and the upstream operations all read `CHAINS`.
+Pages, the admin, the deliveries filter and the upstream operations all read `CHAINS`. The confirmations are
+the provider's published finality (contract §5: Ethereum 12, BNB Chain 18, Polygon, Avalanche, Fantom and
+Cronos 100; other chains a setting of ours); the simulator's chain table (`simulator/catalog.py`, which
+imports nothing from here) holds the same block times and confirmations, and a test compares the two.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -22,27 +26,34 @@ class Chain:
     explorer_url: str
     # Other spellings people type.
     aliases: tuple[str, ...] = ()
-    # Roughly how long after a block its confirmed delivery follows the unconfirmed one: the provider's
-    # confirmation depth times the block time, rounded up.
-    finality_seconds: int = 900
+    # Seconds between two blocks, on average.
+    block_seconds: float = 12.0
+    # Blocks after a block before the provider sends its confirmed delivery.
+    confirmations: int = 100
+
+    @property
+    def finality_seconds(self) -> int:
+        """Roughly how long after a block its confirmed delivery follows the unconfirmed one: the
+        confirmations times the block time, rounded up."""
+        return math.ceil(self.confirmations * self.block_seconds)
 
 
 CHAINS: tuple[Chain, ...] = (
-    Chain("0x1", "eth", "Ethereum", "https://etherscan.io", ("ethereum", "mainnet"), finality_seconds=300),
-    Chain("0x5", "goerli", "Goerli", "https://goerli.etherscan.io", finality_seconds=300),
-    Chain("0xaa36a7", "sepolia", "Sepolia", "https://sepolia.etherscan.io", finality_seconds=300),
-    Chain("0x89", "polygon", "Polygon", "https://polygonscan.com", ("matic",), finality_seconds=600),
-    Chain("0x13881", "mumbai", "Mumbai", "https://mumbai.polygonscan.com", finality_seconds=600),
-    Chain("0x38", "bsc", "BNB Chain", "https://bscscan.com", ("bnb", "binance"), finality_seconds=180),
+    Chain("0x1", "eth", "Ethereum", "https://etherscan.io", ("ethereum", "mainnet"), 12.0, 12),
+    Chain("0x5", "goerli", "Goerli", "https://goerli.etherscan.io", (), 12.0, 12),
+    Chain("0xaa36a7", "sepolia", "Sepolia", "https://sepolia.etherscan.io", (), 12.0, 12),
+    Chain("0x89", "polygon", "Polygon", "https://polygonscan.com", ("matic",), 2.1, 100),
+    Chain("0x13881", "mumbai", "Mumbai", "https://mumbai.polygonscan.com", (), 2.1, 100),
+    Chain("0x38", "bsc", "BNB Chain", "https://bscscan.com", ("bnb", "binance"), 3.0, 18),
     Chain(
         "0x61", "bsc testnet", "BNB Testnet", "https://testnet.bscscan.com",
-        ("bsc_testnet", "bsc-testnet", "bsctestnet"), finality_seconds=180,
+        ("bsc_testnet", "bsc-testnet", "bsctestnet"), 3.0, 18,
     ),
-    Chain("0xa86a", "avalanche", "Avalanche", "https://snowtrace.io", ("avax",), finality_seconds=60),
-    Chain("0xfa", "fantom", "Fantom", "https://ftmscan.com", ("ftm",), finality_seconds=60),
-    Chain("0x2a15c308d", "palm", "Palm", "https://palm.chainlens.com", finality_seconds=120),
-    Chain("0x19", "cronos", "Cronos", "https://cronoscan.com", finality_seconds=120),
-    Chain("0xa4b1", "arbitrum", "Arbitrum", "https://arbiscan.io", ("arbitrum one",), finality_seconds=120),
+    Chain("0xa86a", "avalanche", "Avalanche", "https://snowtrace.io", ("avax",), 2.0, 100),
+    Chain("0xfa", "fantom", "Fantom", "https://ftmscan.com", ("ftm",), 1.0, 100),
+    Chain("0x2a15c308d", "palm", "Palm", "https://palm.chainlens.com", (), 5.0, 20),
+    Chain("0x19", "cronos", "Cronos", "https://cronoscan.com", (), 5.7, 100),
+    Chain("0xa4b1", "arbitrum", "Arbitrum", "https://arbiscan.io", ("arbitrum one",), 0.26, 100),
 )
 _BY_HEX: dict[str, Chain] = {c.hex_id: c for c in CHAINS}
 _BY_NAME: dict[str, Chain] = {key: c for c in CHAINS for key in (c.name, *c.aliases)}

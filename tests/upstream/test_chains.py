@@ -1,6 +1,9 @@
-"""The chain table: one entry per chain, every spelling resolving to it, and a lookup that raises nothing."""
+"""The chain table: one entry per chain, every spelling resolving to it, a lookup that raises nothing, and the
+same block times and confirmations as the simulator's."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
@@ -19,6 +22,23 @@ def test_each_chain_has_one_entry_and_every_spelling_names_one_chain() -> None:
         assert chain.hex_id == hex(int(chain.hex_id, 16))
         assert all(s == " ".join(s.lower().split()) for s in (chain.name, *chain.aliases))
         assert chain.explorer_url.startswith("https://") and not chain.explorer_url.endswith("/")
+
+
+def test_the_simulator_confirms_each_chain_when_the_dashboard_expects_it() -> None:
+    # The simulator imports nothing from the project, so the two tables are kept equal by hand.
+    from dashboard.simulator import catalog
+
+    assert {c.hex_id for c in CHAINS} == set(catalog.CHAINS_BY_HEX)
+    for chain in CHAINS:
+        simulated = catalog.CHAINS_BY_HEX[chain.hex_id]
+        assert simulated.name == chain.name
+        assert (simulated.block_seconds, simulated.confirmations) == (chain.block_seconds, chain.confirmations)
+        assert chain.finality_seconds == math.ceil(simulated.confirm_seconds)
+    # The provider's published confirmations (contract §5).
+    published = {"0x1": 12, "0x38": 18, "0x89": 100, "0xa86a": 100, "0xfa": 100, "0x19": 100}
+    assert {c.hex_id: c.confirmations for c in CHAINS if c.hex_id in published} == published
+    avalanche = find_chain("avalanche")
+    assert avalanche is not None and avalanche.finality_seconds == 200
 
 
 def test_the_providers_names_map_to_hex_ids_both_ways() -> None:
