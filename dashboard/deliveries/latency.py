@@ -141,4 +141,4 @@ SUM_NAMES: tuple[str, ...] = tuple(f"{prefix}{i}" for prefix in "uc" for i in ra
 
 def from_sums(row: dict[str, Any]) -> Latencies:
     """The latencies of a row of `SliceCountsQuerySet.latency_sums` (or of several merged)."""
-    return Latencies.of([row[f"u{i}"] for i in range(BUCKETS)], [row[f"c{i}"] for i in range(BUCKETS)])
+    return Latencies.of([row[f"u{i}"] for i in range(BUCKETS)], [row.get(f"c{i}", 0) for i in range(BUCKETS)])

@@ -253,13 +253,17 @@ class SliceCountsQuerySet(SliceFilters, models.QuerySet[_Counts]):
             aggregates["retried_recent"] = Coalesce(Sum(self.retried, filter=recent), 0)
         return list(self.values(*fields).annotate(**aggregates).order_by(*fields))
 
-    def latency_sums(self, *fields: str, bucket: tuple[datetime, timedelta] | None = None) -> list[dict[str, Any]]:
-        """The latency histograms summed bucket by bucket (`u0`…, `c0`…: unconfirmed and confirmed), grouped by the
-        given fields, or by time bucket (`bucket`: origin and step) — one row per group; `latency.from_sums` reads
-        them. Only the tables with histograms (hourly, period, stream period rollups) answer."""
+    def latency_sums(
+        self, *fields: str, bucket: tuple[datetime, timedelta] | None = None, confirmed: bool = True
+    ) -> list[dict[str, Any]]:
+        """The latency histograms summed bucket by bucket (`u0`…, `c0`…: unconfirmed and confirmed; without
+        `confirmed`, the unconfirmed alone, half the work), grouped by the given fields, or by time bucket (`bucket`:
+        origin and step) — one row per group; `latency.from_sums` reads them. Only the tables with histograms
+        (hourly, period, stream period rollups) answer."""
+        histograms = (("u", "latency_unconfirmed"), ("c", "latency_confirmed"))[: 2 if confirmed else 1]
         sums = {
             f"{prefix}{i}": Coalesce(Sum(f"{column}__{i}"), 0)
-            for prefix, column in (("u", "latency_unconfirmed"), ("c", "latency_confirmed"))
+            for prefix, column in histograms
             for i in range(LATENCY_BUCKETS)
         }
         qs: Any = self

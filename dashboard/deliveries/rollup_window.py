@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.deliveries.latency import SUM_NAMES, Latencies, from_sums
+from dashboard.deliveries.latency import BUCKETS, SUM_NAMES, Latencies, from_sums
 from dashboard.deliveries.models import (
     ROLLUP_PERIOD,
     EventPeriodRollup,
@@ -90,9 +90,11 @@ class RollupWindow:
             maxima=("last_hour",),
         )
 
-    def latencies(self, *fields: str) -> dict[tuple[Any, ...], Latencies]:
-        """The window's latency percentiles per group of `fields` (one entry, key (), without fields)."""
-        rows = merged((part.latency_sums(*fields) for part in self.parts), fields, SUM_NAMES)
+    def latencies(self, *fields: str, confirmed: bool = True) -> dict[tuple[Any, ...], Latencies]:
+        """The window's latency percentiles per group of `fields` (one entry, key (), without fields); without
+        `confirmed`, of the unconfirmed deliveries alone (the confirmed ones count none)."""
+        names = SUM_NAMES if confirmed else SUM_NAMES[:BUCKETS]
+        rows = merged((part.latency_sums(*fields, confirmed=confirmed) for part in self.parts), fields, names)
         return {tuple(row[f] for f in fields): from_sums(row) for row in rows}
 
     def latency_bucketed(self, origin: datetime, step: timedelta) -> list[tuple[datetime, Latencies]]:

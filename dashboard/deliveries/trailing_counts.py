@@ -110,7 +110,7 @@ def trailing_latencies(
     histograms: dict[str, list[int]] = {}
     if first_whole < current_hour:
         whole = HourlyRollup.objects.between(first_whole, current_hour).filter(**narrow)
-        for row in whole.latency_sums("stream_id"):
+        for row in whole.latency_sums("stream_id", confirmed=False):
             histograms[row["stream_id"]] = list(from_sums(row).unconfirmed_buckets)
         edges = Q(date__gte=since, date__lt=first_whole) | Q(date__gte=current_hour, date__lte=now)
     else:

@@ -52,7 +52,7 @@ def stream_list(request: HttpRequest) -> HttpResponse:
     last_dates = Delivery.objects.last_delivery_dates(streams)
     health = url_health.url_health_now(now)
     # The latency column: the same 24 hours as the recent counts, from the rollups' histograms.
-    latencies = RollupWindow.between(day_ago, None, per_stream=True).latencies("stream_id")
+    latencies = RollupWindow.between(day_ago, None, per_stream=True).latencies("stream_id", confirmed=False)
 
     stream_rows = {row.stream_id: row for row in Stream.objects.filter(stream_id__in=list(streams))}
     entries: list[StreamEntry] = []
