@@ -63,7 +63,7 @@ def test_a_block_counts_only_once_the_polls_have_read_past_its_finality(plain_so
     assert [g.kind for g in confirmation_gaps(now - timedelta(days=1), now, grace=timedelta(0))] == ["failed"]
     Source.objects.filter(pk=plain_source.pk).update(synced_through=None)
     assert [g.kind for g in confirmation_gaps(now - timedelta(days=1), now, grace=timedelta(0))] == ["failed"]
-    # Ethereum's finality (5 min) and a grace of 40 min put block 2 (40 min old) out of reach.
+    # Ethereum's finality (12 confirmations × 12 s) and a grace of 40 min put block 2 (40 min old) out of reach.
     Source.objects.filter(pk=plain_source.pk).update(synced_through=now)
     assert {g.unconfirmed.block_number for g in confirmation_gaps(
         now - timedelta(days=1), now, grace=timedelta(minutes=40)) if g.kind == "missing"} == set()
