@@ -16,7 +16,7 @@ from dashboard.accounts.access import viewer_required
 from dashboard.actions.models import ProviderAction
 from dashboard.actions.services import can_act
 from dashboard.deliveries import url_health
-from dashboard.deliveries.latency import Latencies, Percentiles
+from dashboard.deliveries.latency import Latencies, Percentiles, added
 from dashboard.deliveries.links import deliveries_list_query
 from dashboard.deliveries.models import Delivery, HourlyRollup, Stream, StreamPeriodRollup
 from dashboard.deliveries.rollup_window import RollupWindow
@@ -166,8 +166,12 @@ def latency_panel(stream: Stream, window: Window) -> LatencyPanel:
     # Whole six-hour periods beyond two days, so the stream period rollups answer; hours below.
     step = timedelta(hours=6) if span > timedelta(days=2) else timedelta(hours=1)
     read = RollupWindow.between(start, window.end, step=step, per_stream=True).slice(stream_id=stream.stream_id)
-    latency = read.latencies().get((), Latencies.of(None, None))
     over_time = read.latency_bucketed(EPOCH, step)
+    # The window's histograms are the sums of its buckets': no second read.
+    latency = Latencies.of(
+        added(*(t.unconfirmed_buckets for _bucket, t in over_time)),
+        added(*(t.confirmed_buckets for _bucket, t in over_time)),
+    )
     unconfirmed = [round((t.unconfirmed.p95 or 0) * 1000) for _bucket, t in over_time]
     confirmed = [round((t.confirmed.p95 or 0) * 1000) for _bucket, t in over_time]
     chains = [chain for chain in map(find_chain, stream.chain_ids or stream.provider_chain_ids) if chain]
