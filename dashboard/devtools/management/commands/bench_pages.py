@@ -287,6 +287,9 @@ def _page_targets() -> list[Target]:
         ("overview, 30 d chart", "/", {"range": "30d"}),
         ("streams", "/streams/", {}),
         ("stream page", f"/streams/{stream}/", {}),
+        # The stream page's latency panel over its window: percentiles and p95 over time from the histograms.
+        ("stream page, latency 24 h", f"/streams/{stream}/", {"range": "24h"}),
+        ("stream page, latency 30 d", f"/streams/{stream}/", {"range": "30d"}),
         ("timeline 1 h", "/timeline/", {"range": "1h"}),
         ("timeline 24 h", "/timeline/", {"range": "24h"}),
         ("timeline 7 d", "/timeline/", {"range": "7d"}),
@@ -323,6 +326,9 @@ def _page_targets() -> list[Target]:
         ("order=oldest", {"order": "oldest"}),
         ("next page (after=)", {"after": cursor}),
         ("stream + status=failing + 7 d", {"stream": stream, "status": "failing", "range": "7d"}),
+        # The stream page's "slowest deliveries" link: unconfirmed deliveries at or above the window's p95.
+        ("slowest: stream + confirmed=false + min_latency + 7 d",
+         {"stream": stream, "confirmed": "false", "min_latency": "5", "range": "7d"}),
     ]
     if group is not None:
         filters.append(("group", {"group": str(group.pk)}))
