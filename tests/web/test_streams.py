@@ -38,9 +38,10 @@ def test_one_row_per_stream_with_its_numbers(
     # + the latency column: the last 24 hours' hourly rollups' histograms per stream
     # + the maintenance windows that may be active (expectations.maintenance)
     # + the expected volume (expectations.volume): the baselines learned once an hour (stream rows, four weeks of
-    # hourly rollups per stream and hour, the maintenance windows), then the last day's rollups and last deliveries
+    # hourly rollups per stream and hour, the maintenance windows, the outage windows), then the last day's rollups
+    # and last deliveries
     cache.clear()
-    with django_assert_num_queries(20):
+    with django_assert_num_queries(21):
         logged_in_client.get("/streams/")
     # The estimate comes from the cache now: no attempts read.
     # + the open incidents for the navigation's count (alerts.context_processors: one query
