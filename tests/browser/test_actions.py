@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from dashboard.actions.models import ReplayItem
@@ -14,7 +15,9 @@ from dashboard.deliveries.models import Delivery, Stream
 from dashboard.polling.stream_sync import sync_streams
 from dashboard.polling.walks import poll
 from dashboard.sources.models import Source
+from tests.actions.test_replay import active_failures
 from tests.browser.fixtures import screenshot
+from tests.conftest import SIMULATOR_KEY
 from tests.factories import source_for
 
 pytestmark = pytest.mark.browser
@@ -51,20 +54,14 @@ def after_incident(sim: Any, stream_id: str) -> None:
 def test_a_failed_delivery_replayed_from_its_page_turns_delivered(
     page: Any, stored: Source, sim: Any, eager: None
 ) -> None:
-    world = sim.world
-    active = Stream.objects.filter(source=stored, provider_status="active").values_list("stream_id", flat=True)
-    chosen = None
-    for stream_id in active:
-        stream = world.streams.stream(stream_id)
-        incident = world.history.incident_at(stream.webhook, world.clock.timestamp())
-        later = incident.end + 1 if incident is not None else world.clock.timestamp()
-        failing = Delivery.objects.filter(source=stored, stream_id=stream_id).failures()
-        if failing.exists() and world.streams.status(stream, later)[0] == "active":
-            chosen = failing.order_by("-date").first()
-            break
-    assert chosen is not None, "the scenario has a failed delivery of a stream that stays active"
-    delivery = chosen
-    after_incident(sim, delivery.stream_id)
+    # Five minutes in, the swaps' slow receiver has failed some deliveries of a stream the provider keeps active;
+    # the operator fixes the receiver (the simulator's control), then replays one of them.
+    stream_id, failing = active_failures(stored, sim)
+    delivery = failing[-1]
+    answer = httpx.post(
+        f"{sim.base_url}/simulator/receivers/up", headers={"X-API-Key": SIMULATOR_KEY}, json={"streamId": stream_id}
+    )
+    assert answer.status_code == 200, answer.text
     page.goto(f"/deliveries/{delivery.pk}/")
     page.get_by_role("button", name="Replay…").click()
     page.get_by_text("Replay 1 delivery").wait_for()
