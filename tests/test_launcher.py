@@ -15,9 +15,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+import redis
 from django.core.mail import EmailMessage, EmailMultiAlternatives
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -202,9 +204,13 @@ def demo_env(tmp_path: Path, settings: Any) -> Iterator[dict[str, str]]:
     """The environment of a demo on the test database and Redis, its state in tmp_path; every process it
     started is killed afterwards, whatever the test saw."""
     marker = f"LAUNCHER_DIR={tmp_path}"
+    # A Redis database of its own, emptied: the suite's broker queue holds tasks other tests sent, which the
+    # demo's worker would work through before its first poll.
+    redis_url = urlsplit(settings.REDIS_URL)._replace(path="/15").geturl()
+    redis.Redis.from_url(redis_url).flushdb()
     env = {
         **os.environ, "LAUNCHER_DIR": str(tmp_path), "DATABASE_URL": subprocess_database_url(),
-        "REDIS_URL": settings.REDIS_URL, "SIMULATOR_RATE": "0.1", "PYTHONUNBUFFERED": "1",
+        "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url, "SIMULATOR_RATE": "0.1", "PYTHONUNBUFFERED": "1",
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.pop("METRICS_TOKEN", None)
