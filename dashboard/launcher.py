@@ -435,8 +435,10 @@ def _run_demo(args: argparse.Namespace, signals: StopSignals, lock: DemoLock, st
     env["SITE_URL"] = site_url
     env.setdefault("CSRF_TRUSTED_ORIGINS", f"{site_url},http://localhost:{web_port}")
     env.setdefault("POLL_INTERVAL_SECONDS", "5")
-    # The demo reads the simulator unless the operator points it elsewhere.
-    env.setdefault("MORALIS_API_KEY", DEMO_API_KEY)
+    # The demo reads the simulator unless the operator points it elsewhere; an empty key (as `make test` leaves
+    # for its suite) is no key.
+    if not env.get("MORALIS_API_KEY"):
+        env["MORALIS_API_KEY"] = DEMO_API_KEY
     env.setdefault("MORALIS_STREAMS_BASE_URL", simulator_url)
     env.setdefault("MORALIS_EVM_BASE_URL", simulator_url)
     env.setdefault("MORALIS_APTOS_MAINNET_BASE_URL", f"{simulator_url}/aptos/mainnet")
