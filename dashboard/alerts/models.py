@@ -45,6 +45,9 @@ class Condition(models.TextChoices):
     )
     LATENCY_P95 = "latency_p95", "p95 processing latency above a threshold"
     QUIET_STREAM = "quiet_stream", "Quiet stream (improbably few deliveries for its own history)"
+    MISSING_BLOCKS = "missing_blocks", "Missing blocks (blocks the stream should have received, with no delivery)"
+    SLO_BURN_FAST = "slo_burn_fast", "SLO burn rate, fast (1 h and 5 min both at 14.4× the budget rate)"
+    SLO_BURN_SLOW = "slo_burn_slow", "SLO burn rate, slow (6 h and 30 min both at 6× the budget rate)"
 
 
 class Digest(models.TextChoices):
