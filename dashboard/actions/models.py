@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Count
 from django.urls import reverse
@@ -303,6 +304,8 @@ class BlockScanChain(models.Model):
     next_block = models.BigIntegerField()
     # How the range was placed from block times, in words.
     placed_by = models.CharField(max_length=200, blank=True)
+    # An audit's sampled blocks, ascending, within first_block..last_block; empty: every block of the range.
+    sample = ArrayField(models.BigIntegerField(), default=list, blank=True)
 
     class Meta:
         ordering = ["chain_id"]
@@ -313,7 +316,13 @@ class BlockScanChain(models.Model):
 
     @property
     def blocks(self) -> int:
-        return self.last_block - self.first_block + 1
+        return len(self.sample) if self.sample else self.last_block - self.first_block + 1
+
+    def pending(self) -> list[int] | range:
+        """The blocks still to preview, in order: from the cursor on, the sample's or the range's."""
+        if self.sample:
+            return [n for n in self.sample if n >= self.next_block]
+        return range(self.next_block, self.last_block + 1)
 
 
 class PreviewedBlockQuerySet(models.QuerySet["PreviewedBlock"]):

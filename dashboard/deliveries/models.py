@@ -646,6 +646,15 @@ class StreamStatusChange(models.Model):
 class WindowKind(models.TextChoices):
     PROVIDER_STATUS = "status", "Provider status"
     MARKED = "marked", "Marked by a person"
+    # A day's completeness audit (actions/audit.py): not an outage, the stretch its sample of blocks came from;
+    # a window so that its findings, re-send and verification are the window page's like a scan's.
+    AUDIT = "audit", "Completeness audit"
+
+
+class OutageWindowQuerySet(models.QuerySet["OutageWindow"]):
+    def outages(self) -> OutageWindowQuerySet:
+        """Windows in which the stream may have missed blocks (a provider status, a marked reload): not audits."""
+        return self.exclude(kind=WindowKind.AUDIT)
 
 
 class OutageWindow(models.Model):
@@ -666,9 +675,16 @@ class OutageWindow(models.Model):
     marked_by_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = OutageWindowQuerySet.as_manager()
+
     class Meta:
         ordering = ["-start", "-id"]
         indexes = [models.Index(fields=["stream", "-start"], name="outagewindow_stream_start")]
+        constraints = [
+            # One audit of a stream per day: two planners at once make one.
+            models.UniqueConstraint(fields=["stream", "start"], condition=Q(kind="audit"),
+                                    name="outagewindow_audit_once"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.stream_id} {self.label} from {self.start:%Y-%m-%d %H:%M}"
