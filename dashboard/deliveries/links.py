@@ -16,6 +16,8 @@ DELIVERY_LIST_FILTERS = (
     "range", "start", "end", "stream", "tag", "url", "status", "group", "error", "chain", "confirmed",
     "retries", "min_latency", "q", "order",
 )  # fmt: skip
+# The list's filter of each slice dimension (`SliceFilters.slice`'s keywords), for links from a slice's chart.
+SLICE_FILTERS = {"stream_id": "stream", "tag": "tag", "webhook_url": "url", "chain_id": "chain"}
 
 
 def deliveries_list_query(**filters: str | int | None) -> str:

@@ -97,10 +97,15 @@ class RollupWindow:
         rows = merged((part.latency_sums(*fields, confirmed=confirmed) for part in self.parts), fields, names)
         return {tuple(row[f] for f in fields): from_sums(row) for row in rows}
 
-    def latency_bucketed(self, origin: datetime, step: timedelta) -> list[tuple[datetime, Latencies]]:
-        """The latency percentiles per time bucket of `step` from `origin`, in time order."""
-        rows = merged((part.latency_sums(bucket=(origin, step)) for part in self.parts), ("bucket",), SUM_NAMES)
-        return [(row["bucket"], from_sums(row)) for row in rows]
+    def latency_bucketed(
+        self, origin: datetime, step: timedelta, *fields: str
+    ) -> list[tuple[datetime, tuple[Any, ...], Latencies]]:
+        """The latency percentiles per time bucket of `step` from `origin` and group of `fields` (key () without
+        fields), in time order: one grouped read gives a slice's latency over time and per dimension."""
+        rows = merged(
+            (part.latency_sums(*fields, bucket=(origin, step)) for part in self.parts), ("bucket", *fields), SUM_NAMES
+        )
+        return [(row["bucket"], tuple(row[f] for f in fields), from_sums(row)) for row in rows]
 
     def failures_by_group(self, origin: datetime, step: timedelta) -> FailuresByGroup:
         """As `RollupQuerySet.failures_by_group`, each grouping ordered by its keys."""

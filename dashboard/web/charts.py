@@ -146,7 +146,6 @@ def bar_chart(
     slot = plot_w / len(buckets)
     gap = min(2.0, slot * 0.2)
     step = buckets[0].end - buckets[0].start
-    span = buckets[-1].end - buckets[0].start
     for i, b in enumerate(buckets):
         ok_h = plot_h * b.delivered / peak
         fail_h = plot_h * b.failed / peak
@@ -171,16 +170,27 @@ def bar_chart(
     chart.empty = chart.delivered + chart.failed == 0
     for fraction in (0, 0.5, 1):
         chart.y_ticks.append(Tick(round(top + plot_h * (1 - fraction), 2), f"{int(peak * fraction):,}"))
+    chart.x_ticks = time_ticks([b.start for b in buckets], step, left=left, slot=slot, width=width, zone=zone)
+    return chart
+
+
+def time_ticks(
+    starts: list[datetime], step: timedelta, *, left: float, slot: float, width: int, zone: tzinfo
+) -> list[Tick]:
+    """About seven time labels under slots of `slot` px starting at `starts`, on round times of the zone's
+    clock (midnights, 06:00...)."""
+    span = starts[-1] + step - starts[0]
     interval = label_interval(step, span)
-    labelled = [i for i, b in enumerate(buckets) if _on_the_clock(b.start, interval, zone)]
+    labelled = [i for i, start in enumerate(starts) if _on_the_clock(start, interval, zone)]
     if not labelled:
         # A zone a fraction of an hour off UTC (India, Nepal) has no round local time on hourly buckets.
-        labelled = [i for i, b in enumerate(buckets) if floor_to(b.start, interval) == b.start]
+        labelled = [i for i, start in enumerate(starts) if floor_to(start, interval) == start]
+    ticks = []
     for i in labelled:
         if left + i * slot > width - 70:
             break  # a label this close to the right edge would be cut off
-        chart.x_ticks.append(Tick(round(left + i * slot, 2), _label(buckets[i].start.astimezone(zone), step, span)))
-    return chart
+        ticks.append(Tick(round(left + i * slot, 2), _label(starts[i].astimezone(zone), step, span)))
+    return ticks
 
 
 def _on_the_clock(moment: datetime, interval: timedelta, zone: tzinfo) -> bool:
@@ -224,3 +234,98 @@ def sparkline(values: list[int], *, width: int = 120, height: int = 28) -> Spark
     points = " ".join(f"{x},{y}" for x, y in coords)
     area = f"0,{height} {points} {coords[-1][0]},{height}"
     return Sparkline(width=width, height=height, points=points, area=area, peak=max(values))
+
+
+# Tops of a latency chart's y axis, in seconds: the first at or above the highest value is used.
+SECONDS_SCALE: tuple[float, ...] = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
+
+
+def seconds_label(seconds: float) -> str:
+    """An axis label of a duration: "2.5 s", "10 min", "1 h"."""
+    if seconds < 60:
+        return f"{seconds:g} s"
+    if seconds < 3600:
+        return f"{seconds / 60:g} min"
+    return f"{seconds / 3600:g} h"
+
+
+@dataclass(frozen=True)
+class LinePoint:
+    """One time slot of a line chart: a value per line (None: nothing to draw there), a title and a link."""
+
+    start: datetime
+    end: datetime
+    values: tuple[float | None, ...]
+    title: str
+    href: str
+
+
+@dataclass
+class Line:
+    name: str
+    # Polylines' points, broken where a slot has no value; a lone point is drawn as a dot.
+    segments: list[str] = field(default_factory=list)
+    dots: list[tuple[float, float]] = field(default_factory=list)
+
+
+@dataclass
+class Slot:
+    x: float
+    width: float
+    href: str
+    title: str
+
+
+@dataclass
+class LineChart:
+    width: int
+    height: int
+    plot_left: int
+    plot_bottom: int
+    lines: list[Line] = field(default_factory=list)
+    slots: list[Slot] = field(default_factory=list)
+    y_ticks: list[Tick] = field(default_factory=list)
+    x_ticks: list[Tick] = field(default_factory=list)
+    empty: bool = True
+
+
+def line_chart(
+    points: list[LinePoint], names: tuple[str, ...], *, width: int = 1000, height: int = 160, zone: tzinfo = UTC
+) -> LineChart:
+    """Lines of durations in seconds over time (one per name, drawn through the slots' centres), on the bar
+    chart's axes: a y axis from 0 to a round duration, the same time labels; each slot is a link."""
+    left, right, top, bottom = 44, 8, 10, 24
+    chart = LineChart(width=width, height=height, plot_left=left, plot_bottom=height - bottom)
+    values = [v for p in points for v in p.values if v is not None]
+    if not values:
+        return chart
+    chart.empty = False
+    peak = next((s for s in SECONDS_SCALE if s >= max(values)), SECONDS_SCALE[-1])
+    plot_w = width - left - right
+    plot_h = height - top - bottom
+    slot = plot_w / len(points)
+    for k, name in enumerate(names):
+        line = Line(name)
+        run: list[tuple[float, float]] = []
+        # A last None closes the last run.
+        for i, value in enumerate([p.values[k] for p in points] + [None]):
+            if value is not None:
+                y = top + plot_h * (1 - min(max(value, 0.0), peak) / peak)
+                run.append((round(left + (i + 0.5) * slot, 2), round(y, 2)))
+                continue
+            if len(run) == 1:
+                line.dots.append(run[0])
+            elif run:
+                line.segments.append(" ".join(f"{x},{y}" for x, y in run))
+            run = []
+        chart.lines.append(line)
+    gap = min(2.0, slot * 0.2)
+    chart.slots = [
+        Slot(round(left + i * slot + gap / 2, 2), round(max(slot - gap, 0.5), 2), p.href, p.title)
+        for i, p in enumerate(points)
+    ]
+    for fraction in (0, 0.5, 1):
+        chart.y_ticks.append(Tick(round(top + plot_h * (1 - fraction), 2), seconds_label(peak * fraction)))
+    step = points[0].end - points[0].start
+    chart.x_ticks = time_ticks([p.start for p in points], step, left=left, slot=slot, width=width, zone=zone)
+    return chart

@@ -210,50 +210,10 @@ class SliceForm(RangeForm):
         }
 
 
-class TimelineForm(ChartRangeForm, SliceForm):
-    """The Timeline page: a slice, a chart window, a time zone, and optionally only the deliveries holding
-    one decoded event."""
+class ChainFilterForm(forms.Form):
+    """The `chain` filter of the deliveries list and the timeline: a chain by its hex id or name."""
 
-    event = forms.CharField(required=False, max_length=80)
-
-    def clean_event(self) -> str:
-        return event_filter(self.cleaned_data.get("event") or "")
-
-
-STATUS_CHOICES = [
-    ("", "Any status"),
-    ("delivered", "Delivered"),
-    ("failing", "Failing (retrying or failed)"),
-    ("retrying", "Retrying"),
-    ("failed", "Failed (retries used up)"),
-]
-CONFIRMED_CHOICES = [("", "Any"), ("true", "Confirmed"), ("false", "Unconfirmed")]
-ORDER_CHOICES = [("newest", "Newest first"), ("oldest", "Oldest first")]
-
-
-class DeliveryFilterForm(SliceForm):
-    """Filters of the deliveries list and its CSV export."""
-
-    default_range = ""
-
-    status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
-    group = forms.IntegerField(required=False, min_value=1, max_value=2**62, label="Error group")
-    error = forms.CharField(required=False, max_length=200, label="Error text")
     chain = forms.CharField(required=False, max_length=20)
-    confirmed = forms.ChoiceField(choices=CONFIRMED_CHOICES, required=False)
-    retries = forms.IntegerField(
-        required=False, min_value=0, max_value=MAX_RETRIES, label="Retries ≥",
-        error_messages={"max_value": f"The provider retries at most {MAX_RETRIES} times."},
-    )
-    # Seconds from the block to the first attempt (processing latency): the slowest deliveries of a stream.
-    min_latency = forms.IntegerField(required=False, min_value=0, max_value=30 * 86400, label="Latency ≥ (s)")
-    q = forms.CharField(required=False, max_length=200, label="Search")
-    order = forms.ChoiceField(choices=ORDER_CHOICES, required=False)
-    after = forms.CharField(required=False, max_length=60, label="Page position")
-    before = forms.CharField(required=False, max_length=60, label="Page position")
-
-    def clean_q(self) -> SearchTerm | None:
-        return search_term(self.cleaned_data.get("q") or "")
 
     def clean_chain(self) -> str:
         text = (self.cleaned_data.get("chain") or "").strip().lower()
@@ -277,6 +237,57 @@ class DeliveryFilterForm(SliceForm):
         if current and find_chain(current) is None:
             choices.append((current, current))
         return choices
+
+
+class TimelineForm(ChartRangeForm, ChainFilterForm, SliceForm):
+    """The Timeline page: a slice, a chart window, a time zone, and optionally only the deliveries holding
+    one decoded event."""
+
+    event = forms.CharField(required=False, max_length=80)
+
+    def clean_event(self) -> str:
+        return event_filter(self.cleaned_data.get("event") or "")
+
+    def slice_kwargs(self) -> dict[str, Any]:
+        return {**super().slice_kwargs(), "chain_id": self.cleaned_data.get("chain") or None}
+
+
+STATUS_CHOICES = [
+    ("", "Any status"),
+    ("delivered", "Delivered"),
+    ("failing", "Failing (retrying or failed)"),
+    ("retrying", "Retrying"),
+    ("failed", "Failed (retries used up)"),
+]
+CONFIRMED_CHOICES = [("", "Any"), ("true", "Confirmed"), ("false", "Unconfirmed")]
+ORDER_CHOICES = [("newest", "Newest first"), ("oldest", "Oldest first")]
+
+
+class DeliveryFilterForm(ChainFilterForm, SliceForm):
+    """Filters of the deliveries list and its CSV export."""
+
+    default_range = ""
+
+    status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
+    group = forms.IntegerField(required=False, min_value=1, max_value=2**62, label="Error group")
+    error = forms.CharField(required=False, max_length=200, label="Error text")
+    confirmed = forms.ChoiceField(choices=CONFIRMED_CHOICES, required=False)
+    retries = forms.IntegerField(
+        required=False, min_value=0, max_value=MAX_RETRIES, label="Retries ≥",
+        error_messages={"max_value": f"The provider retries at most {MAX_RETRIES} times."},
+    )
+    # Seconds from the block to the first attempt (processing latency): the slowest deliveries of a stream.
+    # To the millisecond, so a link at a p95 selects exactly the deliveries at or above it.
+    min_latency = forms.DecimalField(
+        required=False, min_value=0, max_value=30 * 86400, decimal_places=3, label="Latency ≥ (s)"
+    )
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    order = forms.ChoiceField(choices=ORDER_CHOICES, required=False)
+    after = forms.CharField(required=False, max_length=60, label="Page position")
+    before = forms.CharField(required=False, max_length=60, label="Page position")
+
+    def clean_q(self) -> SearchTerm | None:
+        return search_term(self.cleaned_data.get("q") or "")
 
     def clean_after(self) -> tuple[datetime, uuid.UUID] | None:
         text = self.cleaned_data.get("after") or ""
@@ -310,7 +321,7 @@ class DeliveryFilterForm(SliceForm):
         if data.get("retries") is not None and data["retries"] > 0:
             qs = qs.filter(retries__gte=data["retries"])
         if data.get("min_latency") is not None:
-            qs = qs.filter(latency_ms__gte=data["min_latency"] * 1000)
+            qs = qs.filter(latency_ms__gte=int(data["min_latency"] * 1000))
         if data.get("q") is not None:
             # The same query as the search box and the admin: see search.key_matches.
             qs = search_deliveries(qs, data["q"]).deliveries

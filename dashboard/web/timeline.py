@@ -12,6 +12,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.deliveries.links import SLICE_FILTERS
 from dashboard.deliveries.models import Delivery
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.search import key_matches
@@ -57,8 +58,7 @@ class Timeline:
 def list_link(slice_kwargs: dict[str, Any], event: str = "") -> Callable[[Bucket, str | None], str]:
     """Link from a bucket to the deliveries list of exactly that slice and time (and event, by its search)."""
     base = reverse("web:deliveries")
-    names = {"stream_id": "stream", "tag": "tag", "webhook_url": "url"}
-    fixed = {names[k]: v for k, v in slice_kwargs.items() if v}
+    fixed = {SLICE_FILTERS[k]: v for k, v in slice_kwargs.items() if v}
     if event:
         fixed["q"] = f"event:{event}"
 

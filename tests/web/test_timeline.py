@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.parametrize(
     ("query", "step_minutes", "rollups", "queries"),
-    [("range=1h", 1, False, 9), ("range=24h", 60, True, 9), ("range=7d", 180, True, 9), ("range=30d", 360, True, 10)],
+    [("range=1h", 1, False, 10), ("range=24h", 60, True, 10), ("range=7d", 180, True, 11), ("range=30d", 360, True, 12)],
 )
 def test_buckets_adapt_to_the_range(
     plain_source: Source, logged_in_client: Client, django_assert_num_queries: Any,
@@ -30,6 +30,9 @@ def test_buckets_adapt_to_the_range(
     # (the filter menus come from the stream rows) + the buckets of 30 days read twice, hourly rollups of the
     # edge hours and period rollups of the whole six-hour periods (deliveries.rollup_window); 7 days are
     # bucketed by 3 hours, which the period rollups cannot give
+    # + the latency panel's one grouped read of the rollups' histograms per time bucket and chain
+    # (web.latency_panel, deliveries.rollup_window.latency_bucketed): the hourly rollups up to two days, the edge
+    # hours and the stream period rollups' whole six-hour periods beyond (7 d and 30 d: two queries)
     with django_assert_num_queries(queries):
         response = logged_in_client.get(f"/timeline/?{query}")
     timeline = response.context["timeline"]

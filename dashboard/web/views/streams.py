@@ -16,14 +16,15 @@ from dashboard.accounts.access import viewer_required
 from dashboard.actions.models import ProviderAction
 from dashboard.actions.services import can_act
 from dashboard.deliveries import url_health
-from dashboard.deliveries.latency import Latencies, Percentiles, added
+from dashboard.deliveries.latency import Latencies, Percentiles
 from dashboard.deliveries.links import deliveries_list_query
 from dashboard.deliveries.models import Delivery, HourlyRollup, Stream, StreamPeriodRollup
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.replica import reads_replica
 from dashboard.upstream.chains import find_chain
-from dashboard.web.charts import EPOCH, Sparkline, sparkline
+from dashboard.web.charts import Sparkline, sparkline
 from dashboard.web.forms import RangeForm, Window
+from dashboard.web.latency_panel import read as latency_panel_read
 from dashboard.web.stats import SliceStats, group_rows
 from dashboard.web.views.common import bad_filters
 
@@ -161,44 +162,22 @@ class LatencyPanel:
 
 
 def latency_panel(stream: Stream, window: Window) -> LatencyPanel:
-    start = window.start or now_minus_history()
-    span = (window.end or timezone.now()) - start
-    # Whole six-hour periods beyond two days, so the stream period rollups answer; hours below.
-    step = timedelta(hours=6) if span > timedelta(days=2) else timedelta(hours=1)
-    read = RollupWindow.between(start, window.end, step=step, per_stream=True).slice(stream_id=stream.stream_id)
-    over_time = read.latency_bucketed(EPOCH, step)
-    # The window's histograms are the sums of its buckets': no second read.
-    latency = Latencies.of(
-        added(*(t.unconfirmed_buckets for _bucket, t in over_time)),
-        added(*(t.confirmed_buckets for _bucket, t in over_time)),
-    )
-    unconfirmed = [round((t.unconfirmed.p95 or 0) * 1000) for _bucket, t in over_time]
-    confirmed = [round((t.confirmed.p95 or 0) * 1000) for _bucket, t in over_time]
+    """The stream's slice of the latency read the timeline's panel makes too (`web.latency_panel`)."""
+    read = latency_panel_read(window, {"stream_id": stream.stream_id})
+    unconfirmed = [round((t.unconfirmed.p95 or 0) * 1000) for _bucket, t in read.over_time]
+    confirmed = [round((t.confirmed.p95 or 0) * 1000) for _bucket, t in read.over_time]
     chains = [chain for chain in map(find_chain, stream.chain_ids or stream.provider_chain_ids) if chain]
-
-    def slowest(confirmed: str, p95: float | None) -> str:
-        return deliveries_list_query(
-            stream=stream.stream_id, confirmed=confirmed, min_latency=f"{int(p95 or 0)}",
-            range=window.preset or "custom",
-            **({"start": f"{window.start:%Y-%m-%dT%H:%M}"} if window.preset == "custom" and window.start else {}),
-            **({"end": f"{window.end:%Y-%m-%dT%H:%M}"} if window.preset == "custom" and window.end else {}),
-        )
-
     return LatencyPanel(
         window=window,
-        latency=latency,
+        latency=read.latency,
         finality=[(chain.display_name, chain.finality_seconds) for chain in chains],
-        step=step,
+        step=read.step,
         unconfirmed_p95=sparkline(unconfirmed, width=240, height=36),
         confirmed_p95=sparkline(confirmed, width=240, height=36),
         peaks=(max(unconfirmed, default=0) / 1000, max(confirmed, default=0) / 1000),
-        slowest_unconfirmed=slowest("false", latency.unconfirmed.p95),
-        slowest_confirmed=slowest("true", latency.confirmed.p95),
+        slowest_unconfirmed=read.slowest_unconfirmed,
+        slowest_confirmed=read.slowest_confirmed,
     )
-
-
-def now_minus_history() -> datetime:
-    return timezone.now() - timedelta(days=settings.HISTORY_RETENTION_DAYS)
 
 
 def compare_counts(stream: Stream, stored: dict[str, int]) -> list[str]:

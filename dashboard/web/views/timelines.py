@@ -1,4 +1,5 @@
-"""Delivered versus failed over time for all deliveries or one stream, tag or webhook URL."""
+"""Delivered versus failed over time, and the latency over time, for all deliveries or one stream, tag, webhook
+URL or chain."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dashboard import times
 from dashboard.accounts.access import viewer_required
 from dashboard.deliveries.models import EventRollup, Stream
 from dashboard.replica import reads_replica
-from dashboard.web import timeline
+from dashboard.web import latency_panel, timeline
 from dashboard.web.forms import MENU_WINDOW, TimelineForm
 from dashboard.web.views.common import bad_filters
 
@@ -25,6 +26,8 @@ def timeline_page(request: HttpRequest) -> HttpResponse:
     slice_kwargs = form.slice_kwargs()
     event = form.cleaned_data["event"]
     result = timeline.build(window.start, window.end, slice_kwargs, event=event, zone=form.cleaned_data["tz"])
+    # Latency histograms are kept per stream, tag, URL and chain, not per decoded event: no latency read then.
+    latency = None if event else latency_panel.read(window, slice_kwargs, by="" if slice_kwargs["chain_id"] else "chain_id")
     menu_since = timezone.now() - MENU_WINDOW
     context = {
         "nav": "timeline",
@@ -34,6 +37,8 @@ def timeline_page(request: HttpRequest) -> HttpResponse:
         "slice": slice_kwargs,
         "options": Stream.objects.slice_options(menu_since),
         "event": event,
+        "latency": latency,
+        "latency_charts": latency_panel.charts(latency, zone=form.cleaned_data["tz"]) if latency else [],
         "events": EventRollup.objects.event_names(menu_since),
         "clamped": form.cleaned_data["clamped"],
         "zone_names": times.zone_names(),

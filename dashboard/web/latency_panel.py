@@ -1,0 +1,174 @@
+"""A slice's processing latency over a window, for the latency panels of the stream page and the timeline: p50,
+p95 and p99 of its unconfirmed and confirmed deliveries over the whole window, per time bucket and, optionally,
+per value of one dimension (the timeline's per-chain table), all from one grouped read of the rollups' latency
+histograms (`RollupWindow.latency_bucketed`: whole six-hour periods from the stream period rollups, the edge
+hours from the hourly rollups), never from raw rows; and the deliveries list's links to the slowest of them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from dashboard.deliveries.latency import Latencies, Percentiles, added
+from dashboard.deliveries.links import SLICE_FILTERS, deliveries_list_query
+from dashboard.deliveries.rollup_window import RollupWindow
+from dashboard.web.charts import EPOCH, LineChart, LinePoint, line_chart
+from dashboard.web.forms import Window
+
+LINK_FORMAT = "%Y-%m-%dT%H:%M:%S"
+LINES = ("p50", "p95", "p99")
+
+
+def latency_step(span: timedelta) -> timedelta:
+    """Whole six-hour periods beyond two days, so the stream period rollups answer; hours below (the rollups'
+    grain, so a window shorter than a day still gets its hours)."""
+    return timedelta(hours=6) if span > timedelta(days=2) else timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class SliceLatency:
+    """The percentiles of a slice over `window`: whole (`latency`), per `step` bucket in time order
+    (`over_time`), per value of the dimension read (`by`, ordered by value) and the slowest deliveries' list
+    queries (at the window's p95)."""
+
+    window: Window
+    slice: dict[str, Any]
+    step: timedelta
+    latency: Latencies
+    over_time: list[tuple[datetime, Latencies]]
+    by: list[tuple[Any, Latencies]]
+    slowest_unconfirmed: str
+    slowest_confirmed: str
+
+    @property
+    def empty(self) -> bool:
+        return not (self.latency.unconfirmed.count or self.latency.confirmed.count)
+
+    @property
+    def step_seconds(self) -> float:
+        return self.step.total_seconds()
+
+    @property
+    def rows(self) -> list[tuple[str, Percentiles, str]]:
+        return [
+            ("Unconfirmed", self.latency.unconfirmed, self.slowest_unconfirmed),
+            ("Confirmed", self.latency.confirmed, self.slowest_confirmed),
+        ]
+
+    @property
+    def by_rows(self) -> list[tuple[Any, tuple[Percentiles, Percentiles]]]:
+        return [(value, (latency.unconfirmed, latency.confirmed)) for value, latency in self.by]
+
+
+def summed(parts: Iterable[Latencies]) -> Latencies:
+    """Latencies of several groups merged: their histograms added bucket by bucket."""
+    parts = list(parts)
+    return Latencies.of(
+        added(*(p.unconfirmed_buckets for p in parts)), added(*(p.confirmed_buckets for p in parts))
+    )
+
+
+def read(window: Window, slice_kwargs: dict[str, Any], *, by: str = "") -> SliceLatency:
+    """The slice's latency over the window (all time: the raw history's retention), from the rollup hours from
+    the one holding its start; with `by` (a rollup dimension), also per value of it, from the same read."""
+    start = window.start or timezone.now() - timedelta(days=settings.HISTORY_RETENTION_DAYS)
+    step = latency_step((window.end or timezone.now()) - start)
+    fields = (by,) if by else ()
+    rows = (
+        RollupWindow.between(start, window.end, step=step, per_stream=True)
+        .slice(**slice_kwargs)
+        .latency_bucketed(EPOCH, step, *fields)
+    )
+    per_bucket: dict[datetime, list[Latencies]] = {}
+    per_value: dict[Any, list[Latencies]] = {}
+    for bucket, key, latencies in rows:
+        per_bucket.setdefault(bucket, []).append(latencies)
+        if by:
+            per_value.setdefault(key[0], []).append(latencies)
+    # Without a dimension each bucket is one row: its Latencies already.
+    over_time = [(bucket, parts[0] if len(parts) == 1 else summed(parts)) for bucket, parts in per_bucket.items()]
+    latency = summed(t for _bucket, t in over_time)
+    return SliceLatency(
+        window=window,
+        slice=slice_kwargs,
+        step=step,
+        latency=latency,
+        over_time=over_time,
+        by=[(value, summed(parts)) for value, parts in sorted(per_value.items())],
+        slowest_unconfirmed=slowest_query(slice_kwargs, window, confirmed=False, p95=latency.unconfirmed.p95),
+        slowest_confirmed=slowest_query(slice_kwargs, window, confirmed=True, p95=latency.confirmed.p95),
+    )
+
+
+def min_latency(p95: float | None) -> str:
+    """The deliveries list's `min_latency` (seconds, to the millisecond) selecting exactly the deliveries at or
+    above `p95`: latencies are whole milliseconds, so the p95 rounded up to one."""
+    millis = math.ceil(round((p95 or 0) * 1000, 6))
+    return f"{millis / 1000:.3f}".rstrip("0").rstrip(".")
+
+
+def slowest_query(
+    slice_kwargs: dict[str, Any], window: Window, *, confirmed: bool, p95: float | None
+) -> str:
+    """The deliveries list's query of the slice's deliveries in the window at or above `p95`."""
+    custom = window.preset == "custom"
+    return deliveries_list_query(
+        **{SLICE_FILTERS[name]: value for name, value in slice_kwargs.items() if value},
+        confirmed="true" if confirmed else "false",
+        min_latency=min_latency(p95),
+        range=window.preset,
+        start=window.start.astimezone(UTC).strftime(LINK_FORMAT) if custom and window.start else None,
+        end=window.end.astimezone(UTC).strftime(LINK_FORMAT) if custom and window.end else None,
+    )
+
+
+@dataclass(frozen=True)
+class LatencyChart:
+    label: str
+    percentiles: Percentiles
+    chart: LineChart
+
+
+def charts(result: SliceLatency, *, zone: tzinfo = UTC, width: int = 1000, height: int = 160) -> list[LatencyChart]:
+    """p50, p95 and p99 over time, one chart for the unconfirmed deliveries and one for the confirmed (whose
+    latencies include finality, minutes where the unconfirmed take seconds); a chart for each that has any. A
+    bucket links to its own deliveries at or above its p95."""
+    start = result.over_time[0][0] if result.over_time else None
+    if start is None:
+        return []
+    end = result.over_time[-1][0] + result.step
+    buckets = dict(result.over_time)
+    made = []
+    for label, confirmed in (("Unconfirmed", False), ("Confirmed", True)):
+        whole = result.latency.confirmed if confirmed else result.latency.unconfirmed
+        if not whole.count:
+            continue
+        points = []
+        cursor = start
+        while cursor < end:
+            latency = buckets.get(cursor)
+            p = (latency.confirmed if confirmed else latency.unconfirmed) if latency else None
+            points.append(_point(result, cursor, p, confirmed, zone))
+            cursor += result.step
+        made.append(LatencyChart(label, whole, line_chart(points, LINES, width=width, height=height, zone=zone)))
+    return made
+
+
+def _point(result: SliceLatency, start: datetime, p: Percentiles | None, confirmed: bool, zone: tzinfo) -> LinePoint:
+    end = start + result.step
+    first, last = start.astimezone(zone), end.astimezone(zone)
+    when = f"{first:%Y-%m-%d %H:%M}–{last:%H:%M} {first.tzname()}"
+    if p is None or not p.count:
+        return LinePoint(start, end, (None, None, None), f"{when} · no delivery with a latency", "")
+    figures = " · ".join(f"{name} {value or 0:.1f} s" for name, value in zip(LINES, (p.p50, p.p95, p.p99), strict=True))
+    title = f"{when} · {figures} · {p.count:,} deliveries"
+    bucket_window = Window(start, end, "custom")
+    href = reverse("web:deliveries") + "?" + slowest_query(result.slice, bucket_window, confirmed=confirmed, p95=p.p95)
+    return LinePoint(start, end, (p.p50, p.p95, p.p99), title, href)
