@@ -298,6 +298,11 @@ def _page_targets() -> list[Target]:
         ("timeline 7 d, one URL", "/timeline/", {"range": "7d", "url": url}),
         ("timeline 1 h, one event", "/timeline/", {"range": "1h", "event": "Transfer"}),
         ("timeline 30 d, one event", "/timeline/", {"range": "30d", "event": "Transfer"}),
+        # Every timeline carries its latency panel (p50/p95/p99 over time, per chain unsliced); these slice it by
+        # chain, tag and URL over the longest window.
+        ("timeline 30 d, latency, one chain", "/timeline/", {"range": "30d", "chain": chain or "0x1"}),
+        ("timeline 30 d, latency, one tag", "/timeline/", {"range": "30d", "tag": tag}),
+        ("timeline 30 d, latency, one URL", "/timeline/", {"range": "30d", "url": url}),
         ("error groups 7 d", "/errors/", {}),
         ("error groups 30 d", "/errors/", {"range": "30d"}),
         ("error groups 30 d, one event", "/errors/", {"range": "30d", "event": "Transfer"}),
