@@ -15,13 +15,22 @@ worker: the scan is re-queued after its Retry-After.
 
 Missing = previewed with something matched, and no delivery of that block to the stream stored
 (deliveries/completeness.received_blocks): read when asked, so a late poll or a re-send takes a block off the list.
+`missing_blocks` answers it for one scan (the window page), `missing_found_since` for every stream's previews of a
+period (the `missing_blocks` alert condition); both through `_missing`.
+
+The completeness audit (actions/audit.py) is a scan too: a window of kind `audit`, queued without a draft (its
+budget is a setting), whose chains hold a sample of blocks instead of a whole range (`BlockScanChain.sample`). It
+runs through the same loop, the same checkpoint and the same day's budget; meeting that budget it stops for good
+(a sample not taken is not owed) where a person's scan waits for the next day.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,7 +55,7 @@ from dashboard.deliveries.completeness import (
     delivered_after,
     received_blocks,
 )
-from dashboard.deliveries.models import OutageWindow, Stream
+from dashboard.deliveries.models import OutageWindow, Stream, WindowKind
 from dashboard.sources.clients import scan_client
 from dashboard.upstream import errors
 from dashboard.upstream.client import UpstreamClient
@@ -58,6 +67,12 @@ log = logging.getLogger(__name__)
 SETTLE = timedelta(minutes=5)
 # How often (in previews) a running scan looks for a cancellation.
 CANCEL_CHECK_EVERY = 20
+# Previews a run has in flight at once: enough to keep a provider with ~100 ms answers busy at a few tens a second,
+# few enough not to crowd out the polls sharing its rate limit.
+PREVIEWS_IN_FLIGHT = 4
+# The longest 429 Retry-After a run waits out itself (holding back every request that long); a longer one re-queues
+# the scan after it.
+SHORT_RETRY_AFTER = 2.0
 
 
 def can_scan(user: Any) -> bool:
@@ -82,6 +97,9 @@ def budget_left(now: datetime | None = None) -> int:
 def prepare_scan(user: Any, window: OutageWindow, *, now: datetime | None = None) -> BlockScan:
     """A DRAFT scan of the window with its ranges and cost, or WindowRefused saying why not."""
     now = now or timezone.now()
+    if window.kind == WindowKind.AUDIT:
+        raise WindowRefused("This is a completeness audit's sample of a day, not an outage: to search a stretch of it "
+                            "block by block, mark a window.")
     stream = Stream.objects.select_related("source").get(pk=window.stream_id)
     live = BlockScan.objects.filter(window=window, state__in=[ScanState.DRAFT, *SCAN_LIVE]).first()
     if live is not None and not (live.state == ScanState.DRAFT and not live.can_be_confirmed(now)):
@@ -165,7 +183,24 @@ def is_finished(scan_id: int) -> bool:
 def run_scan(scan_id: int, *, deadline: float | None = None, client: UpstreamClient | None = None,
              now: Callable[[], datetime] = timezone.now) -> ScanOutcome:
     """Preview the scan's blocks from where it stands. Safe to call any number of times."""
-    scan = BlockScan.objects.select_related("source").filter(pk=scan_id).first()
+    deadline = deadline if deadline is not None else time.monotonic() + 3600
+    previews = _Previews(deadline)
+    try:
+        outcome = _run_scan(scan_id, previews, deadline=deadline, client=client, now=now)
+    except Exception:
+        previews.close(record=None)
+        raise
+    except BaseException:
+        # A kill (or what a test makes look like one): nothing more is written or waited for.
+        previews.close(record=None, wait=False)
+        raise
+    previews.close(record=lambda scan, chain, number, preview: _checkpoint(scan, chain, number, preview, now()))
+    return outcome
+
+
+def _run_scan(scan_id: int, previews: _Previews, *, deadline: float, client: UpstreamClient | None,
+              now: Callable[[], datetime]) -> ScanOutcome:
+    scan = BlockScan.objects.select_related("source", "window").filter(pk=scan_id).first()
     if scan is None or scan.state not in SCAN_LIVE:
         return ScanOutcome(finished=True)
     if scan.cancel_requested_at is not None:
@@ -177,7 +212,6 @@ def run_scan(scan_id: int, *, deadline: float | None = None, client: UpstreamCli
     BlockScan.objects.filter(pk=scan.pk, state__in=[ScanState.QUEUED, ScanState.WAITING]).update(
         state=ScanState.RUNNING, started_at=F("started_at") if scan.started_at else now())
     client = client or scan_client(scan.source)
-    deadline = deadline if deadline is not None else time.monotonic() + 3600
     try:
         config = _config(scan, client)
     except errors.UpstreamError as exc:
@@ -185,8 +219,7 @@ def run_scan(scan_id: int, *, deadline: float | None = None, client: UpstreamCli
     left = budget_left(now())
     count = 0
     for chain in scan.chains.order_by("chain_id"):
-        number = chain.next_block
-        while number <= chain.last_block:
+        for number in chain.pending():
             if count % CANCEL_CHECK_EVERY == 0 and BlockScan.objects.filter(
                 pk=scan.pk, cancel_requested_at__isnull=False
             ).exists():
@@ -194,6 +227,12 @@ def run_scan(scan_id: int, *, deadline: float | None = None, client: UpstreamCli
                 return ScanOutcome(finished=True)
             if time.monotonic() > deadline:
                 return ScanOutcome(finished=False, retry_in=1.0)
+            if left <= 0 and scan.window.kind == WindowKind.AUDIT:
+                scan.refresh_from_db()
+                _end(scan, ScanState.DONE, f"Stopped: today's preview budget (BLOCK_PREVIEW_PER_DAY, "
+                     f"{settings.BLOCK_PREVIEW_PER_DAY:,}) is spent, after {scan.previewed:,} of {scan.planned:,} "
+                     f"sampled blocks; the rest of this sample is not audited. {_found(scan)}")
+                return ScanOutcome(finished=True)
             if left <= 0:
                 moment = now()
                 tomorrow = day_start(moment) + timedelta(days=1)
@@ -201,7 +240,7 @@ def run_scan(scan_id: int, *, deadline: float | None = None, client: UpstreamCli
                       f"spent; it continues after {tomorrow:%Y-%m-%d %H:%M} UTC.")
                 return ScanOutcome(finished=False, retry_in=(tomorrow - moment).total_seconds() + 1)
             try:
-                preview = preview_block(client, chain.chain_id, number, config)
+                preview = previews.get(scan, chain, number, client, config, ahead=left)
             except errors.UpstreamError as exc:
                 return _not_now(scan, exc, block=number)
             if not _checkpoint(scan, chain, number, preview, now()):
@@ -209,12 +248,91 @@ def run_scan(scan_id: int, *, deadline: float | None = None, client: UpstreamCli
                 return ScanOutcome(finished=True)
             count += 1
             left -= 1
-            number += 1
     scan.refresh_from_db()
-    missing = len(missing_blocks(scan))
-    _end(scan, ScanState.DONE, f"{scan.previewed:,} blocks previewed; the stream matched something in "
-         f"{scan.matched:,}; {missing:,} of those have no stored delivery.")
+    _end(scan, ScanState.DONE, f"{scan.previewed:,} blocks previewed; {_found(scan)}")
     return ScanOutcome(finished=True)
+
+
+class _Previews:
+    """The previews of a run, up to PREVIEWS_IN_FLIGHT requests at once: asked for a block, it sends the requests
+    for it and for the chain's next blocks (no more than the day's budget has left), and hands out their answers
+    in block order, so the run records each in its own transaction as before while the provider works on the next
+    ones. A 429 whose Retry-After is at most SHORT_RETRY_AFTER seconds holds back every request that long and is
+    asked again; a longer one ends the run as before (re-queued after it).
+
+    Each block is asked once per run. When the run stops (its time budget, a cancellation, the budget), the answers
+    of the requests still in flight are recorded after it, in order; a preview that failed leaves the answers of
+    the blocks after it unrecorded (at most PREVIEWS_IN_FLIGHT - 1 blocks asked again by the next run), and so
+    does a killed worker (the requests it had in flight)."""
+
+    def __init__(self, deadline: float) -> None:
+        self._deadline = deadline
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._not_before = 0.0
+        self._chain: BlockScanChain | None = None
+        self._scan: BlockScan | None = None
+        self._upcoming: Iterator[int] = iter(())
+        self._asked: dict[int, Future[Any]] = {}
+        self._failed = False
+
+    def get(self, scan: BlockScan, chain: BlockScanChain, number: int, client: UpstreamClient, config: StreamConfig,
+            *, ahead: int) -> Any:
+        if chain is not self._chain:
+            # The previous chain's blocks were all handed out: nothing of it is in flight.
+            self._scan, self._chain = scan, chain
+            self._upcoming = (n for n in chain.pending() if n > number)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=max(1, PREVIEWS_IN_FLIGHT), thread_name_prefix="block-preview")
+        if number not in self._asked:
+            self._asked[number] = self._pool.submit(self._ask, client, chain.chain_id, number, config)
+        while len(self._asked) < min(max(1, PREVIEWS_IN_FLIGHT), ahead):
+            following = next(self._upcoming, None)
+            if following is None:
+                break
+            self._asked[following] = self._pool.submit(self._ask, client, chain.chain_id, following, config)
+        future = self._asked.pop(number)
+        try:
+            return future.result()
+        except BaseException:
+            self._failed = True
+            raise
+
+    def _ask(self, client: UpstreamClient, chain_id: str, number: int, config: StreamConfig) -> Any:
+        while True:
+            wait = self._not_before - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            try:
+                return preview_block(client, chain_id, number, config)
+            except errors.RateLimited as exc:
+                retry = exc.retry_after
+                if retry is None or retry > SHORT_RETRY_AFTER or time.monotonic() + retry > self._deadline:
+                    raise
+                with self._lock:
+                    self._not_before = max(self._not_before, time.monotonic() + retry)
+
+    def close(self, *, record: Callable[[BlockScan, BlockScanChain, int, Any], bool] | None,
+              wait: bool = True) -> None:
+        """At the end of the run: record the answers still in flight in block order (`record`, the checkpoint;
+        None drops them), then stop the requests' threads (waiting for them unless `wait` is False)."""
+        asked, self._asked = self._asked, {}
+        if record is not None and not self._failed and self._scan is not None and self._chain is not None:
+            for number in sorted(asked):
+                try:
+                    preview = asked[number].result()
+                except errors.UpstreamError:
+                    break
+                if not record(self._scan, self._chain, number, preview):
+                    break
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=True)
+            self._pool = None
+
+
+def _found(scan: BlockScan) -> str:
+    return (f"the stream matched something in {scan.matched:,}; {len(missing_blocks(scan)):,} of those have no "
+            "stored delivery.")
 
 
 def _config(scan: BlockScan, client: UpstreamClient) -> StreamConfig:
@@ -232,7 +350,8 @@ def _config(scan: BlockScan, client: UpstreamClient) -> StreamConfig:
 def _checkpoint(scan: BlockScan, chain: BlockScanChain, number: int, preview: Any, moment: datetime) -> bool:
     matched = preview is not None
     with transaction.atomic():
-        moved = BlockScanChain.objects.filter(pk=chain.pk, next_block=number).update(next_block=number + 1)
+        # The cursor stands on the block, or before it where a sample skips blocks.
+        moved = BlockScanChain.objects.filter(pk=chain.pk, next_block__lte=number).update(next_block=number + 1)
         if not moved:
             return False
         PreviewedBlock.objects.create(
@@ -275,18 +394,41 @@ class MissingBlock:
     block_number: int
     records: int
     block_time: datetime | None
+    # The scan that found it and the window it belongs to (the page to re-send it from).
+    scan_id: int | None = None
+    window_id: int | None = None
+    previewed_at: datetime | None = None
 
 
 def missing_blocks(scan: BlockScan) -> list[MissingBlock]:
     """The blocks the stream matched and of which no delivery is stored now, oldest first."""
-    matched: dict[str, list[PreviewedBlock]] = {}
-    for row in scan.blocks.filter(matched=True).order_by("chain_id", "block_number"):
-        matched.setdefault(row.chain_id, []).append(row)
+    return _missing(scan.stream_id, scan.blocks.filter(matched=True).select_related("scan"))
+
+
+def missing_found_since(since: datetime, stream_ids: Iterable[str] | None = None) -> dict[str, list[MissingBlock]]:
+    """Per stream, the blocks a scan or an audit previewed since `since` that the stream matched and of which no
+    delivery is stored now (a block found twice counted once, the latest finding kept)."""
+    rows = PreviewedBlock.objects.since(since).filter(matched=True).select_related("scan")
+    if stream_ids is not None:
+        rows = rows.filter(scan__stream_id__in=list(stream_ids))
+    by_stream: dict[str, list[PreviewedBlock]] = {}
+    for row in rows.order_by("previewed_at", "id"):
+        by_stream.setdefault(row.scan.stream_id, []).append(row)
+    found = {stream_id: _missing(stream_id, previews) for stream_id, previews in sorted(by_stream.items())}
+    return {stream_id: blocks for stream_id, blocks in found.items() if blocks}
+
+
+def _missing(stream_id: str, rows: Iterable[PreviewedBlock]) -> list[MissingBlock]:
+    """Of the matched previews `rows` of one stream, the blocks of which no delivery to it is stored, by chain and
+    block, each once: the one home of "missing"."""
+    matched: dict[str, dict[int, PreviewedBlock]] = {}
+    for row in rows:
+        matched.setdefault(row.chain_id, {})[row.block_number] = row
     out: list[MissingBlock] = []
-    for chain, rows in matched.items():
-        received = received_blocks(scan.stream_id, chain, (r.block_number for r in rows))
-        out.extend(MissingBlock(chain, r.block_number, r.records, r.block_time)
-                   for r in rows if r.block_number not in received)
+    for chain in sorted(matched):
+        received = received_blocks(stream_id, chain, matched[chain])
+        out.extend(MissingBlock(chain, n, r.records, r.block_time, r.scan_id, r.scan.window_id, r.previewed_at)
+                   for n, r in sorted(matched[chain].items()) if n not in received)
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from dashboard.actions import block_scan, services
+from dashboard.actions import audit, block_scan, services
 from dashboard.locks import exclusive
 
 
@@ -51,3 +51,12 @@ def run_action_task(self: object, action_id: int) -> None:
 def run_block_scan_task(self: object, scan_id: int) -> None:
     """A thin wrapper around block_scan.run_scan holding the scan's lease."""
     _run_leased(run_block_scan_task, f"block-scan:{scan_id}", scan_id, block_scan.run_scan, block_scan.is_finished)
+
+
+@shared_task(name="dashboard.actions.tasks.audit_completeness", ignore_result=True)
+def audit_completeness_task() -> None:
+    """Beat's hourly run of audit.plan_audits: the day's audits made once (a unique row per stream and day, and one
+    planner at a time under its lock), each carried out by run_block_scan_task under its scan's lease."""
+    with exclusive("completeness-audit") as held:
+        if held is not None:
+            audit.plan_audits(queue=run_block_scan_task.delay)

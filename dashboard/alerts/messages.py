@@ -74,6 +74,8 @@ def status_word(incident: Incident) -> str:
         return "SLOW"
     if incident.rule.condition == Condition.QUIET_STREAM:
         return "QUIET"
+    if incident.rule.condition == Condition.MISSING_BLOCKS:
+        return "MISSING BLOCKS"
     return "FAILING"
 
 

@@ -131,7 +131,7 @@ def _learn(current: datetime) -> dict[str, Baseline]:
     # Hours the stream could not deliver (the provider had it paused, in error or terminated; a marked address
     # reload) teach nothing about its normal volume.
     outages: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
-    overlapping = OutageWindow.objects.filter(start__lt=current).filter(Q(end__isnull=True) | Q(end__gt=start))
+    overlapping = OutageWindow.objects.outages().filter(start__lt=current).filter(Q(end__isnull=True) | Q(end__gt=start))
     for stream_id, began, ended in overlapping.values_list("stream__stream_id", "start", "end"):
         outages[stream_id].append((began, ended or current))
     found: dict[str, Baseline] = {}
