@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.actions import audit, block_scan, services
@@ -224,3 +226,24 @@ def test_the_beat_task_audits_each_active_stream_once_a_day_within_its_sample(
     assert sum(previews.seen.values()) == sum(s.planned for s in scans)
     audit_completeness_task()
     assert BlockScan.objects.filter(window__kind=WindowKind.AUDIT).count() == len(scans)
+
+
+def test_the_audits_window_page_lists_what_it_found_and_offers_the_resend_and_the_stream_page_says_why_not(
+    world: World, staff_client: Client, settings: Any
+) -> None:
+    swaps, begins, ends = world.reload()
+    scan = audit_of(world, begins - timedelta(minutes=1), ends + timedelta(minutes=1), blocks=1000, settings=settings)
+    block_scan.run_scan(scan.pk)
+    missing = block_scan.missing_blocks(scan)
+    page = staff_client.get(scan.window.get_absolute_url()).content.decode()
+    assert "completeness audit of" in page and f"Re-send {len(missing)} blocks" in page
+    assert str(missing[0].block_number) in page
+    # An audit's window is a sample, not an outage: no scan of the whole day is offered or made.
+    refused = staff_client.post(reverse("web:window-scan", args=[scan.window_id]))
+    assert refused.status_code == 400 and "mark a window" in refused.content.decode()
+    stream = world.stream(SWAPS)
+    page = staff_client.get(stream.get_absolute_url()).content.decode()
+    assert "completeness audit of" in page and "Completeness audit:" not in page
+    Stream.objects.filter(pk=stream.pk).update(provider_kind="aptos")
+    page = staff_client.get(stream.get_absolute_url()).content.decode()
+    assert "Completeness audit: Not audited: The provider has no block preview for Aptos streams" in page

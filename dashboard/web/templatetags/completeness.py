@@ -1,5 +1,6 @@
-"""The stream page's Completeness section, rendered from the stream: its outage windows (newest first) with their
-latest scan, and the form to mark one by hand."""
+"""The stream page's Completeness section, rendered from the stream: its outage windows and completeness audits
+(newest first) with their latest scan, why the audit leaves the stream out (if it does), and the form to mark a
+window by hand."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from django import template
 
+from dashboard.actions.audit import skip_reason
 from dashboard.actions.block_scan import can_scan
 from dashboard.actions.models import BlockScan
 from dashboard.deliveries.completeness import windows_of
@@ -29,6 +31,7 @@ def completeness_section(context: template.Context, stream: Stream) -> dict[str,
     return {
         "stream": stream,
         "windows": windows,
+        "audit_skipped": skip_reason(stream),
         "can_scan": request is not None and can_scan(request.user),
         "csrf_token": context.get("csrf_token"),
     }
