@@ -88,6 +88,8 @@ def skip_reason(stream: Stream) -> str:
         return f"Not audited: {exc}"
     if stream.provider_status and stream.provider_status != ACTIVE:
         return f"Not audited while the provider has it {stream.provider_status}: that is an outage window's matter."
+    if stream.first_delivery_at is None:
+        return "Not audited yet: no delivery of this stream is stored, nothing to compare a preview with."
     return ""
 
 
@@ -139,8 +141,7 @@ def _plan_one(stream: Stream, start: datetime, end: datetime, now: datetime, per
     if budget_left(now) <= 0:
         return (f"Today's preview budget (BLOCK_PREVIEW_PER_DAY, {settings.BLOCK_PREVIEW_PER_DAY:,}) is spent; "
                 "the audit tries again at its next run.")
-    if stream.first_delivery_at is None:
-        return "No delivery of this stream is stored yet: nothing to compare a preview with."
+    assert stream.first_delivery_at is not None  # skip_reason
     chains = check_previewable(stream)
     finality = max((c.finality_seconds for c in map(find_chain, chains) if c is not None), default=0)
     begins = max(start, stream.first_delivery_at)
