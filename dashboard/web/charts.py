@@ -236,8 +236,9 @@ def sparkline(values: list[int], *, width: int = 120, height: int = 28) -> Spark
     return Sparkline(width=width, height=height, points=points, area=area, peak=max(values))
 
 
-# Tops of a latency chart's y axis, in seconds: the first at or above the highest value is used.
-SECONDS_SCALE: tuple[float, ...] = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
+# Tops of a latency chart's y axis, in seconds: the first at or above the highest value is used. Each top and its
+# half read as round durations (no 2.5 min).
+SECONDS_SCALE: tuple[float, ...] = (1, 2, 5, 10, 20, 30, 60, 120, 240, 360, 600, 1200, 1800, 3600, 7200)
 
 
 def seconds_label(seconds: float) -> str:
@@ -287,19 +288,26 @@ class LineChart:
     y_ticks: list[Tick] = field(default_factory=list)
     x_ticks: list[Tick] = field(default_factory=list)
     empty: bool = True
+    # As `BarChart`'s: where the slots start and end and the plot's right edge, for zooming by dragging.
+    start: datetime | None = None
+    end: datetime | None = None
+    plot_right: int = 0
 
 
 def line_chart(
     points: list[LinePoint], names: tuple[str, ...], *, width: int = 1000, height: int = 160, zone: tzinfo = UTC
 ) -> LineChart:
     """Lines of durations in seconds over time (one per name, drawn through the slots' centres), on the bar
-    chart's axes: a y axis from 0 to a round duration, the same time labels; each slot is a link."""
-    left, right, top, bottom = 44, 8, 10, 24
+    chart's axes: a y axis from 0 to a round duration (its labels a little wider than counts), the same time
+    labels; each slot is a link."""
+    left, right, top, bottom = 52, 8, 10, 24
     chart = LineChart(width=width, height=height, plot_left=left, plot_bottom=height - bottom)
     values = [v for p in points for v in p.values if v is not None]
     if not values:
         return chart
     chart.empty = False
+    chart.start, chart.end = points[0].start, points[-1].end
+    chart.plot_right = width - right
     peak = next((s for s in SECONDS_SCALE if s >= max(values)), SECONDS_SCALE[-1])
     plot_w = width - left - right
     plot_h = height - top - bottom
