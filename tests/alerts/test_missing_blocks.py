@@ -8,9 +8,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from django.conf import settings
+from django.core import mail as outbox
 
 from dashboard.actions.models import BlockScan, PreviewedBlock, ScanState
-from dashboard.alerts import conditions
+from dashboard.alerts import conditions, evaluate
+from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Condition, Scope, TargetKind
 from dashboard.deliveries.models import OutageWindow, Stream, WindowKind
 from dashboard.sources.models import Source
@@ -62,3 +65,20 @@ def test_it_holds_for_matched_blocks_without_a_delivery_and_clears_when_one_is_s
     # Re-sent and polled: a delivery of each block stored, whatever its date or status.
     store(source, record(now, block=101), record(now, block=103, error="connect ECONNREFUSED", retries=1))
     assert conditions.observe(rule, now) == []
+
+
+def test_the_mail_names_the_missing_blocks_with_the_page_to_resend_them_from() -> None:
+    now = fixed_now()
+    source = make_source()
+    store(source, record(now - timedelta(hours=3), block=100))
+    scan = previewed(source, STREAM, now - timedelta(minutes=30), {101: True, 102: False})
+    make_rule("Missing blocks", condition=Condition.MISSING_BLOCKS, window_minutes=1440)
+    for notification_id in evaluate.evaluate_all(now):
+        MAIL.send(notification_id, now)
+    [mail] = outbox.outbox
+    assert mail.subject.startswith("[MISSING BLOCKS] stream orders: 1 block it matched with no delivery stored")
+    body = mail.body
+    assert "Condition: 1 block the stream matched with no delivery stored" in body
+    assert f"  block 101 on chain 0x1: {settings.SITE_URL.rstrip('/')}/windows/{scan.window_id}/\n" in body
+    html = mail.alternatives[0][0]  # type: ignore[attr-defined]
+    assert f"/windows/{scan.window_id}/\">block 101</a> on chain 0x1" in html
