@@ -53,6 +53,27 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return value
 
 
+def env_percent(name: str, default: float) -> float:
+    """A percentage strictly between 0 and 100 (an objective such as 99.9)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfiguredEnv(f"{name} must be a percentage such as 99.9, got {raw!r}") from None
+    if not 0 < value < 100:
+        raise ImproperlyConfiguredEnv(f"{name} must be above 0 and below 100, got {raw!r}")
+    return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default) or default
+    if value not in choices:
+        raise ImproperlyConfiguredEnv(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

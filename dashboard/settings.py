@@ -11,11 +11,13 @@ from kombu import Queue
 from dashboard.env import (
     ImproperlyConfiguredEnv,
     env_bool,
+    env_choice,
     env_email_url,
     env_fernet_keys,
     env_int,
     env_list,
     env_networks,
+    env_percent,
     env_str,
     env_url,
 )
@@ -269,11 +271,6 @@ ACTION_CONFIRM_MINUTES = env_int("ACTION_CONFIRM_MINUTES", 30, minimum=1, maximu
 # BLOCK_PREVIEW_PER_DAY per UTC day; a scan that meets the day's limit waits for the next day.
 BLOCK_PREVIEW_PER_REQUEST = env_int("BLOCK_PREVIEW_PER_REQUEST", 20_000, minimum=1, maximum=1_000_000)
 BLOCK_PREVIEW_PER_DAY = env_int("BLOCK_PREVIEW_PER_DAY", 50_000, minimum=1, maximum=10_000_000)
-# The completeness audit (actions/audit.py): blocks previewed per active EVM stream per day, at random among the
-# previous day's final blocks, counted against BLOCK_PREVIEW_PER_DAY; 0 turns it off.
-COMPLETENESS_AUDIT_BLOCKS_PER_STREAM_PER_DAY = env_int(
-    "COMPLETENESS_AUDIT_BLOCKS_PER_STREAM_PER_DAY", 6, minimum=0, maximum=10_000
-)
 
 # Mail. EMAIL_URL (smtp://, submission://, smtps://) wins over the separate EMAIL_* variables.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
@@ -300,6 +297,15 @@ ALERT_SWEEP_SECONDS = env_int("ALERT_SWEEP_SECONDS", 30, minimum=5, maximum=3600
 QUIET_BASELINE_WEEKS = env_int("QUIET_BASELINE_WEEKS", 4, minimum=1, maximum=12)
 QUIET_MIN_HISTORY_DAYS = env_int("QUIET_MIN_HISTORY_DAYS", 14, minimum=1, maximum=84)
 QUIET_MIN_EXPECTED = env_int("QUIET_MIN_EXPECTED", 5, minimum=1)
+# Service level objectives, every stream's unless it has its own (`expectations.StreamObjective`, in the admin):
+# the share of deliveries delivered (`first_attempt`: on the first attempt; `eventually`: at all, a delivery still
+# retrying counting against it until it is delivered), and the share of unconfirmed deliveries whose processing
+# latency is at most SLO_LATENCY_SECONDS; each over the last SLO_WINDOW_DAYS days.
+SLO_DELIVERY = env_choice("SLO_DELIVERY", "eventually", ("eventually", "first_attempt"))
+SLO_DELIVERY_TARGET = env_percent("SLO_DELIVERY_TARGET", 99.9)
+SLO_LATENCY_SECONDS = env_int("SLO_LATENCY_SECONDS", 60, minimum=1, maximum=3600)
+SLO_LATENCY_TARGET = env_percent("SLO_LATENCY_TARGET", 99.0)
+SLO_WINDOW_DAYS = env_int("SLO_WINDOW_DAYS", 30, minimum=1, maximum=90)
 
 # Prometheus metrics at /metrics: a scrape must carry `Authorization: Bearer <METRICS_TOKEN>` or come from
 # one of METRICS_ALLOWED_NETWORKS; anything else is refused (403). Processes share counters through the
@@ -352,13 +358,6 @@ CELERY_BEAT_SCHEDULE = {
         "task": "dashboard.alerts.tasks.sweep_alerts",
         "schedule": float(ALERT_SWEEP_SECONDS),
         "options": {"expires": float(ALERT_SWEEP_SECONDS)},
-    },
-    # The day's completeness audits, made at the first run after the previous day's blocks are final; the runs
-    # after it find them made.
-    "audit-completeness": {
-        "task": "dashboard.actions.tasks.audit_completeness",
-        "schedule": 3600.0,
-        "options": {"expires": 3600.0},
     },
 }
 

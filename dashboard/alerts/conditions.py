@@ -17,14 +17,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q
 
-from dashboard.actions import block_scan
 from dashboard.alerts.models import AlertRule, Condition, TargetKind
 from dashboard.deliveries import latency, pairs, trailing_counts, url_health
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
-from dashboard.expectations import volume
+from dashboard.expectations import objectives, volume
 from dashboard.sources.models import Source
-from dashboard.upstream.chains import find_chain
 
 # Streams or URLs with no failure this recent cannot satisfy consecutive or error-state conditions.
 FAILURE_LOOKBACK = timedelta(hours=32)
@@ -77,8 +75,10 @@ def observe(rule: AlertRule, now: datetime) -> list[Observation]:
         return latency_p95(rule, now)
     if rule.condition == Condition.QUIET_STREAM:
         return quiet_stream(rule, now)
-    if rule.condition == Condition.MISSING_BLOCKS:
-        return missing_blocks(rule, now)
+    if rule.condition == Condition.SLO_BURN_FAST:
+        return slo_burn(rule, now, objectives.FAST)
+    if rule.condition == Condition.SLO_BURN_SLOW:
+        return slo_burn(rule, now, objectives.SLOW)
     raise ValueError(f"unknown condition {rule.condition!r}")
 
 
@@ -420,44 +420,40 @@ def quiet_stream(rule: AlertRule, now: datetime) -> list[Observation]:
     return found
 
 
-# The missing blocks an incident's details list (the mail and the incident page), oldest first.
-MISSING_LISTED = 10
-
-
-def missing_blocks(rule: AlertRule, now: datetime) -> list[Observation]:
-    """Streams with blocks a completeness audit or a block scan previewed within the window, that the stream
-    matched, and of which no delivery is stored (`actions.block_scan.missing_found_since`, the window page's reading
-    of "missing"). A block re-sent and polled has its delivery stored, so the stream clears."""
-    since = now - timedelta(minutes=rule.window_minutes)
-    streams = Stream.objects.in_scope(rule.scope_filter())
-    if rule.scope_filter() is None:
-        found_by_stream = block_scan.missing_found_since(since)
-    else:
-        found_by_stream = block_scan.missing_found_since(since, streams.values_list("stream_id", flat=True))
-    rows = {s.stream_id: s for s in streams.filter(stream_id__in=list(found_by_stream)).only(
-        "stream_id", "tag", "webhook_urls", "provider_webhook_url")}
+def slo_burn(rule: AlertRule, now: datetime, burn: objectives.Burn) -> list[Observation]:
+    """Streams spending an objective's error budget at `burn`'s factor or faster over both its windows ending now
+    (`expectations.objectives`), with at least `min_deliveries` deliveries in the long window."""
     found = []
-    for stream_id, blocks in found_by_stream.items():
-        stream = rows.get(stream_id)
-        if stream is None:
+    readings = objectives.burn_readings(now, burn, rule.scope_filter())
+    labels = {
+        s.stream_id: s for s in Stream.objects.filter(stream_id__in=list(readings)).only("stream_id", "tag", "webhook_urls")
+    }
+    for stream_id, reading in sorted(readings.items()):
+        long_delivery = reading.delivery[0]
+        if not reading.holds or long_delivery.total < max(rule.min_deliveries, 1):
             continue
-        windows = sorted({b.window_id for b in blocks if b.window_id is not None})
+        stream = labels.get(stream_id)
+        burning = [name for name, burns in (("delivery", reading.delivery_burns), ("latency", reading.latency_burns))
+                   if burns]
+        pair = reading.delivery if reading.delivery_burns else reading.latency
         found.append(
             Observation(
                 target_kind=TargetKind.STREAM,
                 target_key=stream_id,
-                label=_label(stream.tag, stream_id),
+                label=_label(stream.tag if stream else "", stream_id),
                 stream_id=stream_id,
-                webhook_url=stream.provider_webhook_url or next(iter(stream.webhook_urls or []), ""),
-                failures=len(blocks),
-                since=min((b.previewed_at for b in blocks if b.previewed_at), default=since),
+                webhook_url=next(iter(stream.webhook_urls or []), "") if stream else "",
+                total=int(long_delivery.total),
+                rate=pair[0].burn_rate,
+                since=now - burn.long,
                 extra={
-                    "missing_blocks": [
-                        {"chain_id": b.chain_id, "block_number": b.block_number, "records": b.records,
-                         "window_id": b.window_id}
-                        for b in blocks[:MISSING_LISTED]
-                    ],
-                    "window_ids": windows,
+                    "burn": burn.name,
+                    "burn_windows": burn.describe(),
+                    "objectives": burning,
+                    "delivery_objective": reading.objective.describe_delivery(),
+                    "latency_objective": reading.objective.describe_latency(),
+                    "delivery_burn": [m.burn_rate for m in reading.delivery],
+                    "latency_burn": [m.burn_rate for m in reading.latency],
                 },
             )
         )
@@ -483,10 +479,9 @@ def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[s
             int(observation.stale_for.total_seconds() // 60) if observation.stale_for else 0
         )
         return details
-    if rule.condition == Condition.MISSING_BLOCKS:
-        # Blocks never delivered, not failing deliveries: no error groups to quote.
-        return details
-    if rule.condition in (Condition.LATENCY_P95, Condition.QUIET_STREAM):
+    if rule.condition in (Condition.LATENCY_P95, Condition.QUIET_STREAM) or (
+        rule.condition in (Condition.SLO_BURN_FAST, Condition.SLO_BURN_SLOW) and "delivery" not in details["objectives"]
+    ):
         # Slow or quiet, not failing: no error groups to quote.
         return details
     failing = scoped(rule).failures()
@@ -573,15 +568,14 @@ def headline(rule: AlertRule, observation: Observation, details: dict[str, Any])
             f"stream {observation.label}: {details.get('seen', 0)} deliveries since {since} where ~"
             f"{details.get('expected', 0):.0f} were expected (probability {details.get('probability', 0):.1g})"
         )[:500]
-    if rule.condition == Condition.MISSING_BLOCKS:
-        listed = details.get("missing_blocks") or []
-        first = listed[0] if listed else {}
-        chain = find_chain(first.get("chain_id")) if first else None
-        blocks = "block" if observation.failures == 1 else "blocks"
+    if rule.condition in (Condition.SLO_BURN_FAST, Condition.SLO_BURN_SLOW):
+        said = []
+        for name in details.get("objectives", []):
+            rates = details.get(f"{name}_burn") or []
+            said.append(f"{name} budget burning at {rates[0] or 0:.1f}× ({rates[1] or 0:.1f}× in the short window)")
         return (
-            f"stream {observation.label}: {observation.failures} {blocks} it matched with no delivery stored"
-            + (f", e.g. block {first['block_number']} on {chain.display_name if chain else first['chain_id']}" if first else "")
-            + " (found by a completeness audit or a block scan)"
+            f"stream {observation.label}: {' and '.join(said)} — {details.get('burn')} burn "
+            f"({details.get('burn_windows')})"
         )[:500]
     if rule.condition == Condition.CONFIRMATION_GAP:
         blocks = "block" if observation.failures == 1 else "blocks"

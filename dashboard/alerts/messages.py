@@ -76,6 +76,8 @@ def status_word(incident: Incident) -> str:
         return "QUIET"
     if incident.rule.condition == Condition.MISSING_BLOCKS:
         return "MISSING BLOCKS"
+    if incident.rule.condition in (Condition.SLO_BURN_FAST, Condition.SLO_BURN_SLOW):
+        return "BUDGET BURN"
     return "FAILING"
 
 
@@ -127,11 +129,6 @@ def incident_context(incident: Incident, now: datetime | None = None) -> dict[st
             details[key] = parse_datetime(details[key]) or details[key]
     details["first_failures"] = [
         {**f, "date": parse_datetime(f["date"]) or f["date"]} for f in details.get("first_failures", [])
-    ]
-    # Missing blocks: each with the page of the window (audit or outage) that found it, to re-send it from.
-    details["missing_blocks"] = [
-        {**b, "url": absolute(reverse("web:outage-window", args=[b["window_id"]])) if b.get("window_id") else ""}
-        for b in details.get("missing_blocks", [])
     ]
     return {
         "incident": incident,

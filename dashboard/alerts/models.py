@@ -170,15 +170,16 @@ class AlertRule(models.Model):
                 f"p95 processing latency of unconfirmed deliveries above {self.latency_seconds} s over "
                 f"{self.window_minutes} min (at least {self.min_deliveries} deliveries)"
             )
-        if self.condition == Condition.MISSING_BLOCKS:
-            return (
-                f"blocks a completeness audit or a block scan previewed in the last {self.window_minutes} min that the "
-                "stream matched, with no delivery stored (cleared once they are re-sent and polled)"
-            )
         if self.condition == Condition.QUIET_STREAM:
             return (
                 f"improbably few deliveries for the stream's own history (probability below {self.quiet_probability:g}"
                 ", Poisson on its hour-of-week means)"
+            )
+        if self.condition in (Condition.SLO_BURN_FAST, Condition.SLO_BURN_SLOW):
+            pair = "1 h and 5 min at 14.4×" if self.condition == Condition.SLO_BURN_FAST else "6 h and 30 min at 6×"
+            return (
+                f"the delivery or latency objective's error budget burning over {pair} its budget rate (at least "
+                f"{self.min_deliveries} deliveries in the longer window)"
             )
         return f"no successful poll for {self.stale_minutes} min"
 

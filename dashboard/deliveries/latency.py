@@ -80,6 +80,21 @@ def percentile(histogram: Sequence[int], p: float) -> float | None:
     return float(BOUNDS[-1])
 
 
+def count_within(histogram: Sequence[int], seconds: float) -> float:
+    """How many of the histogram's deliveries took at most `seconds`: the buckets below it whole, the bucket holding
+    it by the share of its width below (as `percentile` interpolates); exact when `seconds` is a bound."""
+    within = 0.0
+    low = 0.0
+    for i, n in enumerate(histogram[:BUCKETS]):
+        high = float(BOUNDS[i]) if i < len(BOUNDS) else LAST_BUCKET_END
+        if seconds >= high:
+            within += n
+        elif seconds > low:
+            within += n * (seconds - low) / (high - low)
+        low = high
+    return within
+
+
 @dataclass(frozen=True)
 class Percentiles:
     """p50, p95 and p99 in seconds (None: no delivery with a latency) of `count` deliveries."""

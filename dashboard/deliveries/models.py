@@ -324,6 +324,19 @@ class RollupQuerySet(SliceCountsQuerySet[_Rollup]):
         rows = self.values("webhook_url", "hour", "status", "retries").annotate(n=Sum("deliveries")).order_by("hour")
         return cast("list[dict[str, Any]]", list(rows))
 
+    def objective_counts(self, *fields: str) -> list[dict[str, Any]]:
+        """Per group of `fields`: the deliveries (`total`), those not delivered (`failed`) and those not delivered on
+        the first attempt (`not_first`: not delivered, or delivered after a retry) — what the delivery objectives
+        count (`expectations.objectives`)."""
+        failed = ~Q(status=DeliveryStatus.DELIVERED)
+        return list(
+            self.values(*fields).annotate(
+                total=Coalesce(Sum("deliveries"), 0),
+                failed=Coalesce(Sum("deliveries", filter=failed), 0),
+                not_first=Coalesce(Sum("deliveries", filter=failed | Q(retries__gt=0)), 0),
+            ).order_by(*fields)
+        )
+
     def retry_distribution(self, *dimensions: str) -> list[dict[str, Any]]:
         """Deliveries per (dimensions, status, retries), the basis of the retry statistics."""
         return list(

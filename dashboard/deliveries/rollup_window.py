@@ -115,6 +115,11 @@ class RollupWindow:
             when=merged((p.when for p in parts), ("error_group_id", "bucket"), ("n",)),
         )
 
+    def objective_counts(self, *fields: str) -> list[dict[str, Any]]:
+        """As `RollupQuerySet.objective_counts`."""
+        return merged((_every_dimension(part).objective_counts(*fields) for part in self.parts), fields,
+                      ("total", "failed", "not_first"))
+
     def retry_distribution(self, *dimensions: str) -> list[dict[str, Any]]:
         return merged((_every_dimension(part).retry_distribution(*dimensions) for part in self.parts),
                       (*dimensions, "status", "retries"), ("n",))

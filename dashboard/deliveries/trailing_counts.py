@@ -10,7 +10,8 @@ which a count reading the table would fetch one by one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from dashboard.deliveries.latency import bucket_sql, empty, from_sums
+from dashboard.deliveries.latency import BUCKETS, bucket_sql, empty
 from dashboard.deliveries.models import Delivery, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
 
@@ -97,31 +98,90 @@ def _stretch_counts(stretches: list[Stretch]) -> list[tuple[int, int]]:
     ]
 
 
+@dataclass
+class StreamCounts:
+    """A stream's deliveries in a window: all of them, those not delivered, those not delivered on the first attempt
+    (not delivered, or delivered after a retry), and the latency histogram of the unconfirmed ones."""
+
+    total: int = 0
+    failed: int = 0
+    not_first: int = 0
+    latency: list[int] = field(default_factory=empty)
+
+
+def trailing_stream_counts(
+    now: datetime, starts: Sequence[datetime], scope: tuple[str, str] | None = None
+) -> dict[datetime, dict[str, StreamCounts]]:
+    """Per window [start, now] (one per start) and per stream, its `StreamCounts`: the whole hours of every window
+    from the hourly rollups in one query, the partial hours at their ends from the raw rows in another (the union of
+    their stretches read once, each window's rows picked by a filter, grouped by latency bucket in the database).
+    `scope` narrows both to (column, value) of a stream id, tag or webhook URL."""
+    current_hour = HourlyRollup.hour_of(now)
+    narrow = {scope[0]: scope[1]} if scope else {}
+    failed = ~Q(status=DeliveryStatus.DELIVERED)
+    not_first = failed | Q(retries__gt=0)
+    whole: dict[datetime, Q] = {}
+    edges: dict[datetime, Q] = {}
+    for start in set(starts):
+        first_whole = _ceil_hour(start)
+        if first_whole < current_hour:
+            whole[start] = Q(hour__gte=first_whole, hour__lt=current_hour)
+            edges[start] = Q(date__gte=start, date__lt=first_whole) | Q(date__gte=current_hour, date__lte=now)
+        else:
+            edges[start] = Q(date__gte=start, date__lte=now)
+    found: dict[datetime, dict[str, StreamCounts]] = {start: {} for start in starts}
+    if whole:
+        sums: dict[str, Any] = {}
+        for n, hours in enumerate(whole.values()):
+            sums[f"t{n}"] = Coalesce(Sum("deliveries", filter=hours), 0)
+            sums[f"f{n}"] = Coalesce(Sum("deliveries", filter=hours & failed), 0)
+            sums[f"n{n}"] = Coalesce(Sum("deliveries", filter=hours & not_first), 0)
+            for i in range(BUCKETS):
+                sums[f"u{n}_{i}"] = Coalesce(Sum(f"latency_unconfirmed__{i}", filter=hours), 0)
+        rows: Any = (
+            HourlyRollup.objects.between(min(_ceil_hour(s) for s in whole), current_hour).filter(**narrow)
+            .values("stream_id").annotate(**sums).order_by()
+        )
+        for row in rows:
+            for n, start in enumerate(whole):
+                if row[f"t{n}"]:
+                    found[start][row["stream_id"]] = StreamCounts(
+                        row[f"t{n}"], row[f"f{n}"], row[f"n{n}"], [row[f"u{n}_{i}"] for i in range(BUCKETS)]
+                    )
+    any_edge = Q()
+    for stretch in edges.values():
+        any_edge |= stretch
+    counts: dict[str, Any] = {}
+    for n, stretch in enumerate(edges.values()):
+        counts[f"t{n}"] = Count("id", filter=stretch)
+        counts[f"f{n}"] = Count("id", filter=stretch & failed)
+        counts[f"n{n}"] = Count("id", filter=stretch & not_first)
+    # Bucket 0: no latency to count (a confirmed delivery, or one without a block time).
+    bucket = f"CASE WHEN confirmed OR latency_ms IS NULL THEN 0 ELSE {bucket_sql('latency_ms')} END"
+    raw: Any = (
+        Delivery.objects.chain_events().filter(any_edge, **narrow)
+        .annotate(bucket=RawSQL(bucket, ()))  # noqa: S611 - constant SQL of fixed bounds
+        .values("stream_id", "bucket").annotate(**counts).order_by()
+    )
+    for row in raw:
+        for n, start in enumerate(edges):
+            if not row[f"t{n}"]:
+                continue
+            into = found[start].setdefault(row["stream_id"], StreamCounts())
+            into.total += row[f"t{n}"]
+            into.failed += row[f"f{n}"]
+            into.not_first += row[f"n{n}"]
+            if row["bucket"]:
+                into.latency[row["bucket"] - 1] += row[f"t{n}"]
+    return found
+
+
 def trailing_latencies(
     since: datetime, now: datetime, scope: tuple[str, str] | None = None
 ) -> dict[str, tuple[list[int], str, str]]:
     """Per stream, the latency histogram (`latency.py`) of its unconfirmed deliveries dated in [since, now], with
-    its tag and a webhook URL: the whole hours from the hourly rollups' histograms, the partial hour at each end
-    from the raw rows' latencies (read from the rows of those stretches only, grouped by bucket in the database).
-    `scope` narrows both to (column, value) of a stream id, tag or webhook URL."""
-    current_hour = HourlyRollup.hour_of(now)
-    first_whole = _ceil_hour(since)
-    narrow = {scope[0]: scope[1]} if scope else {}
-    histograms: dict[str, list[int]] = {}
-    if first_whole < current_hour:
-        whole = HourlyRollup.objects.between(first_whole, current_hour).filter(**narrow)
-        for row in whole.latency_sums("stream_id", confirmed=False):
-            histograms[row["stream_id"]] = list(from_sums(row).unconfirmed_buckets)
-        edges = Q(date__gte=since, date__lt=first_whole) | Q(date__gte=current_hour, date__lte=now)
-    else:
-        edges = Q(date__gte=since, date__lte=now)
-    raw = (
-        Delivery.objects.chain_events().filter(edges, **narrow).exclude(confirmed=True).exclude(latency_ms=None)
-        .annotate(bucket=RawSQL(bucket_sql("latency_ms"), ()))  # noqa: S611 - constant SQL of fixed bounds
-        .values("stream_id", "bucket").annotate(n=Count("id")).order_by()
-    )
-    for edge in raw:
-        histograms.setdefault(edge["stream_id"], empty())[edge["bucket"] - 1] += edge["n"]
+    its tag and a webhook URL (`trailing_stream_counts`' histograms)."""
+    histograms = {stream: counts.latency for stream, counts in trailing_stream_counts(now, [since], scope)[since].items()}
     labels = {
         s.stream_id: (s.tag, next(iter(s.webhook_urls or []), ""))
         for s in Stream.objects.filter(stream_id__in=list(histograms)).only("stream_id", "tag", "webhook_urls")

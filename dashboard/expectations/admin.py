@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from dashboard.expectations.models import MaintenanceWindow
+from dashboard.expectations.models import MaintenanceWindow, StreamObjective
 
 
 @admin.register(MaintenanceWindow)
@@ -28,4 +28,18 @@ class MaintenanceWindowAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: MaintenanceWindow, form: Any, change: bool) -> None:
         if not change:
             obj.created_by = request.user.get_username()[:150]
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(StreamObjective)
+class StreamObjectiveAdmin(admin.ModelAdmin):
+    """A stream's own objectives; the stream page shows the budget they give."""
+
+    list_display = ("stream_id", "delivery", "delivery_target", "latency_seconds", "latency_target", "updated_by",
+                    "updated_at")
+    search_fields = ("stream_id",)
+    readonly_fields = ("updated_by", "updated_at")
+
+    def save_model(self, request: HttpRequest, obj: StreamObjective, form: Any, change: bool) -> None:
+        obj.updated_by = request.user.get_username()[:150]
         super().save_model(request, obj, form, change)

@@ -117,3 +117,62 @@ class MaintenanceWindow(models.Model):
             errors["ends_at"] = "The end comes after the start."
         if errors:
             raise ValidationError(errors)
+
+
+class DeliveryObjective(models.TextChoices):
+    EVENTUALLY = "eventually", "Delivered (eventually)"
+    FIRST_ATTEMPT = "first_attempt", "Delivered on the first attempt"
+
+
+class StreamObjective(models.Model):
+    """A stream's own service level objectives, where they differ from the settings' (`SLO_*`): an empty field
+    takes the setting's value."""
+
+    stream_id = models.CharField(max_length=64, unique=True, help_text="The stream the objectives are for.")
+    delivery = models.CharField(
+        max_length=16, choices=DeliveryObjective.choices, blank=True,
+        help_text="What counts as a good delivery; empty: the SLO_DELIVERY setting.",
+    )
+    delivery_target = models.DecimalField(
+        max_digits=6, decimal_places=3, null=True, blank=True,
+        help_text="Percent of deliveries that must be good, e.g. 99.9; empty: SLO_DELIVERY_TARGET.",
+    )
+    latency_seconds = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="The processing latency an unconfirmed delivery must stay within; empty: SLO_LATENCY_SECONDS. "
+        "Best one of the latency histogram's bounds (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600 s): between "
+        "two, the share within is interpolated.",
+    )
+    latency_target = models.DecimalField(
+        max_digits=6, decimal_places=3, null=True, blank=True,
+        help_text="Percent of unconfirmed deliveries that must be that fast; empty: SLO_LATENCY_TARGET.",
+    )
+    note = models.TextField(blank=True)
+    updated_by = models.CharField(max_length=150, blank=True, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["stream_id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(delivery_target__isnull=True) | Q(delivery_target__gt=0, delivery_target__lt=100))
+                & (Q(latency_target__isnull=True) | Q(latency_target__gt=0, latency_target__lt=100))
+                & (Q(latency_seconds__isnull=True) | Q(latency_seconds__gte=1, latency_seconds__lte=3600)),
+                name="stream_objective_in_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"objectives of {visible(self.stream_id)}"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        self.stream_id = self.stream_id.strip()
+        for name in ("delivery_target", "latency_target"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < 100:
+                errors[name] = "A percentage above 0 and below 100, such as 99.9."
+        if self.latency_seconds is not None and not 1 <= self.latency_seconds <= 3600:
+            errors["latency_seconds"] = "Between 1 and 3600 seconds."
+        if errors:
+            raise ValidationError(errors)

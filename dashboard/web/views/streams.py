@@ -20,6 +20,7 @@ from dashboard.deliveries.latency import Latencies, Percentiles
 from dashboard.deliveries.links import deliveries_list_query
 from dashboard.deliveries.models import Delivery, HourlyRollup, Stream, StreamPeriodRollup
 from dashboard.deliveries.rollup_window import RollupWindow
+from dashboard.expectations import objectives
 from dashboard.replica import reads_replica
 from dashboard.upstream.chains import find_chain
 from dashboard.web.charts import Sparkline, sparkline
@@ -84,6 +85,7 @@ def stream_list(request: HttpRequest) -> HttpResponse:
         "counts": counts,
         "error_below": url_health.ERROR_BELOW,
         "warn_below": url_health.WARN_BELOW,
+        "slo_days": settings.SLO_WINDOW_DAYS,
         "horizon": url_health.WARN_HORIZON_HOURS,
         # Counted over every known stream: a stream the provider stopped is silent here, so may have no row.
         "down_at_provider": Stream.objects.failing_at_provider().count(),
@@ -123,8 +125,32 @@ def stream_detail(request: HttpRequest, stream_id: str) -> HttpResponse:
         "history_days": settings.HISTORY_RETENTION_DAYS,
         "error_below": url_health.ERROR_BELOW,
         "latency": latency_panel(stream, form.cleaned_data["window"]),
+        "objectives": objectives_panel(stream, now),
+        "slo_days": settings.SLO_WINDOW_DAYS,
     }
     return render(request, "web/stream.html", context)
+
+
+@dataclass(frozen=True)
+class ObjectivesPanel:
+    """The stream page's objectives: the budget over the objectives' window and the burn rates of both conditions."""
+
+    budget: objectives.Budget | None
+    objective: objectives.Objective
+    burns: list[objectives.BurnReading]
+
+
+def objectives_panel(stream: Stream, now: datetime) -> ObjectivesPanel:
+    budget = objectives.budgets(now, [stream.stream_id]).get(stream.stream_id)
+    objective = budget.objective if budget else objectives.objectives([stream.stream_id])[stream.stream_id]
+    scope = ("stream_id", stream.stream_id)
+    burns = [
+        objectives.burn_readings(now, burn, scope).get(stream.stream_id) or objectives.BurnReading.idle(
+            stream.stream_id, objective, burn
+        )
+        for burn in (objectives.FAST, objectives.SLOW)
+    ]
+    return ObjectivesPanel(budget, objective, burns)
 
 
 class StreamRangeForm(RangeForm):
