@@ -11,9 +11,9 @@ previews are `PreviewedBlock` rows like any scan's), and its findings are the wi
 their re-send and "Recovered N of N". The `missing_blocks` alert condition reads them with the scans' findings.
 
 What is sampled, per stream:
-- the previous UTC day, from the stream's first stored delivery on (before it the stream may not have existed), up
-  to SETTLE plus the slowest finality of the stream's chains before now: every sampled block's deliveries, the
-  confirmed one too, have been made and polled;
+- the previous UTC day, from the stream's first stored delivery on (before it the stream may not have existed),
+  audited once the whole day is older than SETTLE plus the slowest finality of the stream's chains: every sampled
+  block's deliveries, the confirmed one too, have been made and polled;
 - leaving out the stream's maintenance windows (it owes nothing then) and its outage windows (a provider status, a
   marked reload: those stretches are searched whole by a scan);
 - leaving out blocks any scan or audit of the stream previewed already, and the ranges of its scans not finished:
@@ -41,7 +41,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.actions.block_scan import SETTLE, budget_left, day_start
-from dashboard.actions.models import SCAN_FINISHED, BlockScan, BlockScanChain, PreviewedBlock, ScanState
+from dashboard.actions.models import (
+    SCAN_FINISHED,
+    SCAN_LIVE,
+    BlockScan,
+    BlockScanChain,
+    PreviewedBlock,
+    ScanState,
+)
 from dashboard.deliveries.completeness import (
     ACTIVE,
     MARGIN_BLOCKS,
@@ -125,7 +132,7 @@ def plan_audits(
 
 def _queue_lost(now: datetime, queue: Callable[[int], object], run: AuditRun) -> None:
     lost = BlockScan.objects.filter(
-        window__kind=WindowKind.AUDIT, state__in=[ScanState.QUEUED, ScanState.RUNNING], created_at__lt=now - LOST_AFTER
+        window__kind=WindowKind.AUDIT, state__in=SCAN_LIVE, created_at__lt=now - LOST_AFTER
     ).values_list("pk", flat=True)
     for pk in lost:
         # A copy still at work holds the scan's lease: the task re-queued here finds it held and looks later.
@@ -145,9 +152,15 @@ def _plan_one(stream: Stream, start: datetime, end: datetime, now: datetime, per
     chains = check_previewable(stream)
     finality = max((c.finality_seconds for c in map(find_chain, chains) if c is not None), default=0)
     begins = max(start, stream.first_delivery_at)
-    ends = min(end, now - SETTLE - timedelta(seconds=finality))
+    ends = now - SETTLE - timedelta(seconds=finality)
+    if ends < end:
+        # The whole day or nothing: an audit made now could not sample the day's last blocks.
+        return (f"The audited day's last blocks are not final and polled yet (the slowest finality of the stream's "
+                f"chains, {finality} s, plus {int(SETTLE.total_seconds() // 60)} min); the audit tries again at its "
+                "next run.")
+    ends = end
     if ends <= begins:
-        return "Nothing of the audited day is both after the stream's first delivery and final yet."
+        return "The stream's first stored delivery came after the audited day: nothing of it to sample."
     try:
         sample = _sample(stream, begins, ends, now, per_stream, rng)
     except WindowRefused as exc:
