@@ -28,3 +28,7 @@ def test_the_default_rules_exist(settings) -> None:  # type: ignore[no-untyped-d
     # Confirmation gaps are there to be switched on where a receiver acts only on confirmed blocks.
     gaps = rules["Confirmation gaps"]
     assert not gaps.enabled and gaps.condition == "confirmation_gap" and gaps.window_minutes == 360
+    # The SLO burn rules are there to be switched on once the objectives say what the team promises.
+    fast, slow = rules["SLO fast burn"], rules["SLO slow burn"]
+    assert not fast.enabled and fast.condition == "slo_burn_fast" and fast.min_deliveries == 20
+    assert not slow.enabled and slow.condition == "slo_burn_slow"
