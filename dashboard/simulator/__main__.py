@@ -66,6 +66,10 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
     )
     p.add_argument("--rate-429", type=float, default=0.0)
     p.add_argument("--retry-after", type=float, default=1.0)
+    p.add_argument(
+        "--rate-limit", type=float, default=0.0,
+        help="requests per second the API answers; beyond it a 429 with the wait as its Retry-After (0: none)",
+    )
     p.add_argument("--rate-5xx", type=float, default=0.0)
     p.add_argument("--latency-ms", type=int, default=0)
     p.add_argument("--truncate-rate", type=float, default=0.0)
@@ -89,6 +93,7 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
         faults=FaultConfig(
             rate_429=a.rate_429,
             retry_after=a.retry_after,
+            rate_limit=a.rate_limit,
             rate_5xx=a.rate_5xx,
             latency_ms=a.latency_ms,
             truncate_rate=a.truncate_rate,

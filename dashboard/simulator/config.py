@@ -13,6 +13,9 @@ class FaultConfig:
     # Share of requests answered 429 with a Retry-After header.
     rate_429: float = 0.0
     retry_after: float = 1.0
+    # Requests per second the API answers (a token bucket holding one second of them); a request beyond it is
+    # answered 429 with the seconds until the bucket has a request again as its Retry-After. 0: no limit.
+    rate_limit: float = 0.0
     # Share of requests answered with one of 500/502/503/504.
     rate_5xx: float = 0.0
     # Added before every answer; the timeout knob for tests.

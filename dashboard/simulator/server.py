@@ -30,11 +30,33 @@ class SimulatorHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], world: World) -> None:
         self.world = world
+        self.bucket = TokenBucket()
         super().__init__(address, SimulatorHandler)
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A client that hung up (its timeout ran out while the latency knob held the answer) is routine.
         log.debug("connection from %s ended abruptly", client_address, exc_info=True)
+
+
+class TokenBucket:
+    """The API's rate limit: `rate` requests a second, up to one second of them at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tokens = 0.0
+        self._at = 0.0
+
+    def take(self, rate: float) -> float:
+        """0 when a request may be answered now (and counts it), else the seconds until one may."""
+        with self._lock:
+            now = time.monotonic()
+            burst = max(1.0, rate)
+            self._tokens = burst if self._at == 0.0 else min(burst, self._tokens + (now - self._at) * rate)
+            self._at = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return 0.0
+            return (1.0 - self._tokens) / rate
 
 
 class SimulatorHandler(BaseHTTPRequestHandler):
@@ -160,6 +182,12 @@ class SimulatorHandler(BaseHTTPRequestHandler):
             return error(400, exc.messages if nest else exc.messages[0], nest=nest), False
         request = self._request(path, query)
         denied = app.check_key(world, request)
+        if denied is None and faults.rate_limit > 0:
+            wait = self.server.bucket.take(faults.rate_limit)
+            if wait > 0:
+                response = error(429, responses.RATE_LIMITED, nest=nest)
+                response.headers["Retry-After"] = f"{wait:.3f}"
+                return response, False
         if denied is None and faults.rate_429 > 0 and world.roll() < faults.rate_429:
             response = error(429, responses.RATE_LIMITED, nest=nest)
             response.headers["Retry-After"] = f"{faults.retry_after:g}"
