@@ -30,6 +30,9 @@ BOUNDS_MS: tuple[int, ...] = tuple(int(b * 1000) for b in BOUNDS)
 # Where the interpolation of the open last bucket ends: twice its lower bound.
 LAST_BUCKET_END = 2 * BOUNDS[-1]
 PERCENTILES = (50, 95, 99)
+# A latency panel's slice holding at most this many deliveries with a latency reads its percentiles exactly from the
+# rows (`DeliveryQuerySet.latency_percentiles`: at most ~20 ms), more from the histograms (within a bucket).
+EXACT_UP_TO = 20_000
 # A latency beyond this (the clock or the block timestamp wrong by more than a month) is not stored.
 MAX_LATENCY_MS = 2**31 - 1
 

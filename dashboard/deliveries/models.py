@@ -16,14 +16,15 @@ from typing import Any, Self, TypeVar, cast
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import connections, models, transaction
-from django.db.models import Case, Count, F, Q, Sum, Value, When
+from django.db.models import Case, Count, ExpressionWrapper, F, Q, Sum, Value, When
 from django.db.models.functions import MD5, Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.deliveries.latency import BUCKETS as LATENCY_BUCKETS
+from dashboard.deliveries.latency import PERCENTILES
 from dashboard.deliveries.links import deliveries_list_url
-from dashboard.deliveries.querysets import DateBin, SliceFilters
+from dashboard.deliveries.querysets import DateBin, LatencyPercentiles, SliceFilters
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
@@ -48,6 +49,21 @@ class DeliveryQuerySet(SliceFilters, models.QuerySet["Delivery"]):
 
     def failures(self) -> DeliveryQuerySet:
         return self.exclude(status=DeliveryStatus.DELIVERED)
+
+    def latency_percentiles(
+        self, *fields: str, bucket: tuple[datetime, timedelta] | None = None
+    ) -> list[dict[str, Any]]:
+        """The exact p50, p95 and p99 (`p`, seconds) and the number (`n`) of the rows' latencies, unconfirmed and
+        confirmed apart (`confirmed`), per group of `fields` and, with `bucket` (origin, step), per time bucket of
+        the rows' dates (`bucket`). Reads every row's latency: for small slices (the latency panels read it below
+        `latency.EXACT_UP_TO` deliveries, the rollups' histograms above)."""
+        qs: Any = self.chain_events().exclude(latency_ms=None)
+        if bucket is not None:
+            qs = qs.annotate(bucket=DateBin(bucket[1], F("date"), bucket[0]))
+            fields = (*fields, "bucket")
+        seconds = ExpressionWrapper(F("latency_ms") / 1000.0, output_field=models.FloatField())
+        rows = qs.values(*fields, "confirmed").annotate(n=Count("id"), p=LatencyPercentiles(seconds, PERCENTILES))
+        return list(rows.order_by(*fields, "confirmed"))
 
     def failed_attempt_since(self, since: datetime) -> DeliveryQuerySet:
         """Failing deliveries whose latest attempt was at or after `since`: the first attempt, or the retry

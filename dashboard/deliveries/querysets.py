@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Value
 
@@ -26,6 +27,20 @@ class DateBin(models.Func):
             expression,
             Value(origin, output_field=models.DateTimeField()),
         )
+
+
+class LatencyPercentiles(models.Aggregate):
+    """Postgres `percentile_cont(ARRAY[...]) WITHIN GROUP (ORDER BY latency_ms)`, in seconds: the exact
+    percentiles (`latency.PERCENTILES`) of the rows' latencies, interpolated between the two nearest rows."""
+
+    function = "percentile_cont"
+    template = "%(function)s(ARRAY[%(fractions)s]) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = ArrayField(models.FloatField())
+
+    def __init__(self, expression: Any, percentiles: tuple[int, ...]) -> None:
+        # Constants of the code, never input: written into the SQL.
+        fractions = ", ".join(f"{p / 100:.4f}" for p in percentiles)
+        super().__init__(expression, fractions=fractions)
 
 
 @models.Field.register_lookup

@@ -109,3 +109,40 @@ def test_the_rebuild_recomputes_the_same_histograms_in_every_table() -> None:
     }
     assert after == before
     assert_derived_exact()
+
+
+def linear_percentile(values: list[float], p: float) -> float:
+    """The percentile interpolated between the two nearest values (numpy's and Postgres' percentile_cont)."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@pytest.mark.django_db
+def test_exact_percentiles_are_the_rows_own_per_confirmation_and_time_bucket() -> None:
+    from dashboard.deliveries.models import Delivery
+
+    def timed(date: datetime, seconds: float, confirmed: bool) -> dict[str, Any]:
+        payload = {"block": {"number": "1", "hash": "0x1", "timestamp": str(int(date.timestamp() - seconds))},
+                   "chainId": "0x1", "logs": []}
+        return history_record(date=date, confirmed=confirmed, payload=payload)
+
+    unconfirmed = [2 + (n * 7) % 13 for n in range(60)]
+    confirmed = [150 + (n * 5) % 40 for n in range(30)]
+    store(
+        make_source(),
+        *(timed(DATE + timedelta(seconds=30 * n), s, False) for n, s in enumerate(unconfirmed)),
+        *(timed(DATE + timedelta(seconds=60 * n), s, True) for n, s in enumerate(confirmed)),
+        history_record(date=DATE, confirmed=False),  # no payload: no latency, not counted
+    )
+    rows = Delivery.objects.filter(date__gte=DATE).latency_percentiles()
+    assert [(row["confirmed"], row["n"]) for row in rows] == [(False, 60), (True, 30)]
+    for row, values in zip(rows, (unconfirmed, confirmed), strict=True):
+        assert row["p"] == pytest.approx([linear_percentile(values, p) for p in latency.PERCENTILES])
+    # Per half hour: the first half hour's unconfirmed deliveries are the first 60 of every 30 s.
+    by_bucket = Delivery.objects.filter(date__gte=DATE).latency_percentiles(bucket=(DATE, timedelta(minutes=30)))
+    first = next(row for row in by_bucket if row["bucket"] == DATE and not row["confirmed"])
+    assert first["n"] == 60
+    assert first["p"][1] == pytest.approx(linear_percentile(unconfirmed, 95))
