@@ -26,10 +26,17 @@ LINK_FORMAT = "%Y-%m-%dT%H:%M:%S"
 LINES = ("p50", "p95", "p99")
 
 
+# At most this many points over time: a long custom window (up to the rollups' retention) takes wider buckets.
+MAX_POINTS = 120
+
+
 def latency_step(span: timedelta) -> timedelta:
-    """Whole six-hour periods beyond two days, so the stream period rollups answer; hours below (the rollups'
-    grain, so a window shorter than a day still gets its hours)."""
-    return timedelta(hours=6) if span > timedelta(days=2) else timedelta(hours=1)
+    """Whole six-hour periods beyond two days (several, past MAX_POINTS of them), so the stream period rollups
+    answer; hours below (the rollups' grain, so a window shorter than a day still gets its hours)."""
+    if span <= timedelta(days=2):
+        return timedelta(hours=1)
+    period = timedelta(hours=6)
+    return period * max(1, math.ceil(span / (MAX_POINTS * period)))
 
 
 @dataclass(frozen=True)

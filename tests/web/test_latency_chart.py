@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from dashboard.web.charts import LinePoint, line_chart, seconds_label
+from dashboard.web.latency_panel import latency_step
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -35,3 +36,10 @@ def test_no_value_is_an_empty_chart() -> None:
 
 def test_axis_labels_read_as_durations() -> None:
     assert [seconds_label(v) for v in (0.5, 30, 120, 600, 3600, 7200)] == ["0.5 s", "30 s", "2 min", "10 min", "1 h", "2 h"]
+
+
+def test_a_long_window_takes_wider_buckets_of_whole_periods() -> None:
+    day = timedelta(days=1)
+    assert [latency_step(span) for span in (HOUR, 2 * day, 7 * day, 30 * day)] == [HOUR, HOUR, 6 * HOUR, 6 * HOUR]
+    # 90 days in at most 120 points, each a whole number of six-hour periods.
+    assert latency_step(90 * day) == 18 * HOUR

@@ -1,6 +1,6 @@
 """The timeline's latency panel: p50/p95/p99 of a slice (by stream, chain, tag or URL) over the window and over
 time, unconfirmed and confirmed apart, from the rollups' histograms; the per-chain table; the link to the
-slowest deliveries; the empty state."""
+slowest deliveries (from the p95, or the slowest bucket's lower bound when lower); the empty state; its queries."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django.utils import timezone
 from dashboard.deliveries.latency import BOUNDS, LAST_BUCKET_END, bucket_of, histogram_of, percentile
 from dashboard.deliveries.models import Delivery
 from dashboard.sources.models import Source
-from dashboard.web.latency_panel import SliceLatency
+from dashboard.web.latency_panel import SliceLatency, min_latency, slowest_from
 from tests.web.conftest import STREAM_A, STREAM_B, URL_A, URL_B, default_payload, record, store
 
 pytestmark = pytest.mark.django_db
@@ -141,22 +141,46 @@ def test_a_table_per_chain_when_no_chain_is_chosen(latencies: datetime, logged_i
 
 @pytest.mark.parametrize("query", [f"chain={POLYGON}", "tag=beta", f"url={URL_B}", f"url={URL_A}"])
 @pytest.mark.parametrize("confirmed", [False, True])
-def test_the_slowest_deliveries_link_lists_exactly_those_at_or_above_the_p95(
+def test_the_slowest_deliveries_link_lists_exactly_those_at_or_above_its_start(
     latencies: datetime, logged_in_client: Client, query: str, confirmed: bool
 ) -> None:
     panel = logged_in_client.get(f"/timeline/?{query}&range=7d").context["latency"]
     link = panel.slowest_confirmed if confirmed else panel.slowest_unconfirmed
-    p95 = (panel.latency.confirmed if confirmed else panel.latency.unconfirmed).p95
+    latency = panel.latency.confirmed if confirmed else panel.latency.unconfirmed
     params = parse_qs(link)
     assert params["range"] == ["7d"] and params["confirmed"] == ["true" if confirmed else "false"]
+    # The link starts at the window's p95, or lower where the p95 lies in the slowest non-empty bucket
+    # (latency_panel.slowest_from), never above it.
+    start = float(params["min_latency"][0])
+    histogram = latency_histogram(panel, confirmed)
+    assert params["min_latency"] == [min_latency(slowest_from(histogram))] and start <= latency.p95 + 0.001
     response = logged_in_client.get(f"/deliveries/?{link}")
     assert response.status_code == 200
     listed = {d.pk for d in response.context["deliveries"]}
     name, value = query.split("=", 1)
     column = {"chain": "chain_id", "tag": "tag", "url": "webhook_url"}[name]
     rows = Delivery.objects.filter(**{column: value}, confirmed=confirmed, latency_ms__isnull=False)
-    expected = {d.pk for d in rows if d.latency_ms >= p95 * 1000}
-    assert listed == expected and expected
+    assert listed == {d.pk for d in rows if d.latency_ms >= start * 1000}
+    assert listed >= {d.pk for d in rows if d.latency_ms >= latency.p95 * 1000} and listed
+
+
+def test_a_p95_below_the_slowest_bucket_is_exactly_the_links_start(
+    latencies: datetime, logged_in_client: Client
+) -> None:
+    # Beta's unconfirmed p95 lies in the 30-60 s bucket, below its 25-minute delivery's: the link starts at the p95
+    # itself, to the millisecond, and lists exactly the deliveries at or above it.
+    panel = logged_in_client.get("/timeline/?tag=beta&range=7d").context["latency"]
+    p95 = panel.latency.unconfirmed.p95
+    assert 30 < p95 < 60
+    assert parse_qs(panel.slowest_unconfirmed)["min_latency"] == [min_latency(p95)]
+    listed = logged_in_client.get(f"/deliveries/?{panel.slowest_unconfirmed}").context["deliveries"]
+    rows = Delivery.objects.filter(tag="beta", confirmed=False, latency_ms__isnull=False)
+    assert {d.pk for d in listed} == {d.pk for d in rows if d.latency_ms >= p95 * 1000}
+    assert [d.latency_ms for d in listed] == [1_500_000]
+
+
+def latency_histogram(panel: SliceLatency, confirmed: bool) -> tuple[int, ...]:
+    return panel.latency.confirmed_buckets if confirmed else panel.latency.unconfirmed_buckets
 
 
 def test_a_custom_window_links_its_own_start_and_end(latencies: datetime, logged_in_client: Client) -> None:
@@ -166,7 +190,8 @@ def test_a_custom_window_links_its_own_start_and_end(latencies: datetime, logged
     params = parse_qs(panel.slowest_unconfirmed)
     assert params["range"] == ["custom"] and params["start"] == [f"{start}:00"] and params["end"] == [f"{end}:00"]
     listed = logged_in_client.get(f"/deliveries/?{panel.slowest_unconfirmed}").context["deliveries"]
-    assert listed and all(d.tag == "beta" and d.latency_ms >= panel.latency.unconfirmed.p95 * 1000 for d in listed)
+    start_ms = float(parse_qs(panel.slowest_unconfirmed)["min_latency"][0]) * 1000
+    assert listed and all(d.tag == "beta" and d.latency_ms >= start_ms for d in listed)
 
 
 def test_no_latency_in_the_window_says_so(plain_source: Source, logged_in_client: Client) -> None:
