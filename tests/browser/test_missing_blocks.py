@@ -82,6 +82,12 @@ def test_an_outage_found_resent_and_verified_from_the_pages(
     world.poll()
     world.sync()
     swaps = world.stream(SWAPS)
+    # The swaps receiver is healthy throughout (the simulator's control ends the slow receiver the scenario starts at
+    # S, which would put the stream in error some minutes in and have the provider refuse the re-sends): the outage
+    # here is the pause alone.
+    answer = httpx.post(f"{sim.base_url}/simulator/receivers/up", headers={"X-API-Key": SIMULATOR_KEY},
+                        json={"streamId": swaps.stream_id})
+    assert answer.status_code == 200 and answer.json()["receivers"], answer.text
     sim_swaps = world.sim.world.streams.stream(swaps.stream_id)
 
     # The outage at the provider: paused for ten minutes of the rush, then active again.
@@ -151,6 +157,7 @@ def test_an_outage_found_resent_and_verified_from_the_pages(
     resent = {number: count for (stream_id, number), count in world.sim.world.streams._resends.items()
               if stream_id == swaps.stream_id}
     assert resent == dict.fromkeys(dropped, 1), "each block re-sent once"
+    assert "refused" not in page.locator("#action-live").inner_text()
 
     # Verified: after the next poll the window reads recovered N of N, nothing still missing.
     world.poll()
