@@ -119,9 +119,9 @@ def plan_audits(
     if per_stream <= 0:
         return run
     start, end = period or audited_day(now)
-    streams = Stream.objects.active_at_provider().filter(source__enabled=True).select_related("source")
-    if stream_ids is not None:
-        streams = streams.filter(stream_id__in=stream_ids)
+    streams = Stream.objects.filter(source__enabled=True).select_related("source")
+    # Streams named are each answered (a skip says why); otherwise only those the provider has active are looked at.
+    streams = streams.filter(stream_id__in=stream_ids) if stream_ids is not None else streams.active_at_provider()
     for stream in streams.order_by("stream_id"):
         reason = skip_reason(stream) or _plan_one(stream, start, end, now, per_stream, rng, queue, run)
         if reason:

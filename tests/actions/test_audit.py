@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -253,3 +256,24 @@ def test_the_audits_window_page_lists_what_it_found_and_offers_the_resend_and_th
     Stream.objects.filter(pk=stream.pk).update(provider_kind="aptos")
     page = staff_client.get(stream.get_absolute_url()).content.decode()
     assert "Completeness audit: Not audited: The provider has no block preview for Aptos streams" in page
+
+
+def test_the_command_audits_in_the_foreground_and_says_what_it_found_and_skipped(
+    world: World, previews: PreviewCounter, settings: Any
+) -> None:
+    settings.COMPLETENESS_AUDIT_BLOCKS_PER_STREAM_PER_DAY = 10
+    swaps, treasury = world.stream(SWAPS), world.stream("treasury-wallets")
+    out = StringIO()
+    # Half an hour before the reload: final, polled, nothing dropped.
+    since = (world.now - timedelta(minutes=40)).isoformat()
+    until = (world.now - timedelta(minutes=30)).isoformat()
+    call_command("audit_completeness", "--stream", swaps.stream_id, "--stream", treasury.stream_id,
+                 "--since", since, "--until", until, stdout=out)
+    scan = BlockScan.objects.get(stream_id=swaps.stream_id)
+    assert scan.state == ScanState.DONE and scan.previewed == scan.planned == 10 and len(previews.seen) == 10
+    text = out.getvalue()
+    assert f"{treasury.stream_id}: skipped — Not audited while the provider has it error" in text
+    assert f"{swaps.stream_id}: Done — 10 blocks previewed; the stream matched something in {scan.matched}; 0 of " \
+        f"those have no stored delivery. ({scan.window.get_absolute_url()})" in text
+    with pytest.raises(CommandError, match="both --since and --until"):
+        call_command("audit_completeness", "--since", since)
