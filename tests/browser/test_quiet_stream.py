@@ -4,18 +4,19 @@ opens an incident on /alerts/ and a mail through a real SMTP server on loopback;
 incident resolves (and a second mail says so). The same scenario at a sparse rate, quiet the same hour, alerts
 nobody: an hour of such a stream expects too few deliveries to call its silence improbable.
 
-Two simulators of the scenario starting now, the dense one at 1.5 records a minute, the sparse one at 0.1. The
-provider keeps a day of history; the fortnight before it, which the dashboard would have stored from its earlier
-polls (the cold start needs 14 days), is stored through the write path (`ingest.store_records`) as the simulator's
-world says it was delivered. The clocks move forward together: the simulators' by their clock, the dashboard's by
-`timezone.now` while its polls, evaluations and pages run. Celery eager, so evaluations queue their mails in place.
+Two simulators of the scenario, the dense one at 1.5 records a minute, the sparse one at 0.1, both starting at a
+fixed moment, which is the dashboard's now too (its `timezone.now`, for its polls, evaluations and pages): their
+worlds (each block, each gap between two) are the same at every run. The provider keeps a day of history; the
+fortnight before it, which the dashboard would have stored from its earlier polls (the cold start needs 14 days),
+is stored through the write path (`ingest.store_records`) as the simulator's world says it was delivered. The
+clocks move forward together. Celery eager, so evaluations queue their mails in place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from unittest import mock
 
@@ -34,6 +35,7 @@ from dashboard.simulator import truth
 from dashboard.sources.models import Source
 from tests.alerts.smtp import Sink, smtp_sink
 from tests.browser.fixtures import screenshot
+from tests.conftest import START
 from tests.factories import source_for
 
 pytestmark = pytest.mark.browser
@@ -106,6 +108,13 @@ def clocks_at(moment: datetime, *sims: Any) -> Iterator[None]:
         yield
 
 
+@pytest.fixture
+def at_start() -> Iterator[datetime]:
+    """The dashboard's clock from the scenario's start on."""
+    with clocks_at(START):
+        yield START
+
+
 def volume_of(page: Any, stream: Stream) -> Any:
     """The Streams page's expected-volume line of the stream."""
     row = page.locator("#streams-table tbody tr", has=page.locator(f"a[href='/streams/{stream.stream_id}/']"))
@@ -113,10 +122,10 @@ def volume_of(page: Any, stream: Stream) -> Any:
 
 
 def test_a_quiet_streams_alert_opens_and_resolves_and_a_sparse_stream_stays_quiet(
-    page: Any, make_simulator: Callable[..., Any], sink: Sink, no_stale_locks: None, eager: None
+    page: Any, make_simulator: Callable[..., Any], sink: Sink, no_stale_locks: None, eager: None, at_start: datetime
 ) -> None:
     cache.clear()  # the baselines learned once an hour by earlier tests
-    start = datetime.now(UTC).replace(microsecond=0)
+    start = at_start
     dense_sim = make_simulator(start=start, history_window_days=1, deliveries_per_minute=1.5)
     sparse_sim = make_simulator(start=start, history_window_days=1, deliveries_per_minute=0.1, seed=12)
     dense_source, sparse_source = source_for(dense_sim, "dense"), source_for(sparse_sim, "sparse")
