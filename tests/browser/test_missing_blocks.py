@@ -2,7 +2,8 @@
 pauses uniswap-v2-swaps during the scenario's swap rush (one block in two matches), so the paused minutes leave a
 gap in /history; the stream sync sees it paused and active again, and the stream page lists the outage window.
 The user opens it, finds its missing blocks (the confirmation says what it costs), re-sends them (the action's
-confirmation says how many and where) and, after the next poll, the window reads "recovered N of N".
+confirmation says how many and where; a viewer sees the list but may not re-send) and, after the next poll, the
+window reads "recovered N of N".
 
 What the page lists is held to the simulator's truth (every block the stream matched while paused, none other),
 and the simulator's own request log and re-send ledger show each block previewed once and re-sent once. Celery
@@ -71,7 +72,7 @@ def set_status(sim: Any, stream_id: str, status: str) -> None:
 
 
 def test_an_outage_found_resent_and_verified_from_the_pages(
-    operator_page: Any, make_simulator: Callable[..., Any], no_stale_locks: None, eager: None
+    operator_page: Any, viewer_page: Any, make_simulator: Callable[..., Any], no_stale_locks: None, eager: None
 ) -> None:
     page = operator_page
     # The scenario starts some minutes ago: the outage below is over, and its last blocks final, by the dashboard's
@@ -139,6 +140,11 @@ def test_an_outage_found_resent_and_verified_from_the_pages(
     assert len(listed_blocks) == len(dropped)
     assert dropped == world.missed(sim_swaps, "0x1", first, last)
     screenshot(page, "missing-blocks-2-found")
+    # A viewer sees the same list, without the right to spend the provider's budget or re-send.
+    viewer_page.goto(f"/windows/{window.pk}/")
+    assert viewer_page.locator("#scan .js-missing-count").inner_text() == page.locator(
+        "#scan .js-missing-count").inner_text()
+    assert viewer_page.locator("button.js-resend").count() == 0
 
     # Re-send them: the action's confirmation names the count and the scope.
     page.get_by_role("button", name=f"Re-send {len(dropped)} blocks").click()
