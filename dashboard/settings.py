@@ -58,6 +58,8 @@ INSTALLED_APPS = [
     "dashboard.web",
     "dashboard.lookups",
     "dashboard.devtools",
+    # /api/v1/ and its tokens: above every app it reads.
+    "dashboard.api",
     "csp",
     # Failed logins per username and per client address, on the dashboard's login and the admin's alike.
     "axes",
@@ -214,6 +216,10 @@ CONTENT_SECURITY_POLICY = {
 # A successful login clears the username's failures. Staff lift a lockout earlier in the admin
 # (Axes → Access attempts) or with `manage.py axes_reset_username USERNAME` / `axes_reset_ip ADDRESS`.
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1, maximum=1000)
+# The API (/api/v1/): calls per minute per token (a session counts as its user), answered 429 with
+# Retry-After beyond; the longest a token may be made to last.
+API_RATE_PER_MINUTE = env_int("API_RATE_PER_MINUTE", 120, minimum=1, maximum=100_000)
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365, minimum=1, maximum=3650)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1, maximum=7 * 24 * 60))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True

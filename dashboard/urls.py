@@ -16,6 +16,8 @@ urlpatterns = [
     path("", include("dashboard.web.urls")),
     path("lookups/", include("dashboard.lookups.urls")),
     path("alerts/", include("dashboard.alerts.urls")),
+    path("api/v1/", include("dashboard.api.urls")),
+    path("account/tokens/", include("dashboard.api.pages_urls")),
     # Login and logout only: users are managed by staff, so there is no password reset by mail (its URLs
     # answer 404) and no self-service password change.
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

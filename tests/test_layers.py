@@ -23,6 +23,8 @@ RANK = {
     "alerts": 6,
     "lookups": 6,
     "devtools": 7,
+    # /api/v1/: the pages' twin; reads web's forms and the streams page's rows, alerts' workflow.
+    "api": 7,
 }
 # Beside the chain: any app may use them; they import no app.
 HELPERS = {

@@ -40,10 +40,9 @@ class StreamEntry(TypedDict):
     latency: Latencies | None
 
 
-@viewer_required
-@reads_replica
-def stream_list(request: HttpRequest) -> HttpResponse:
-    now = timezone.now()
+def stream_entries(now: datetime) -> list[StreamEntry]:
+    """Every stream with a delivery within HISTORY_RETENTION_DAYS, worst health first: the Streams page's rows
+    (and the API's)."""
     day_ago = HourlyRollup.hour_of(now - timedelta(hours=24))
     # Streams silent for longer than raw history is kept are gone from every other page too.
     kept = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
@@ -75,6 +74,14 @@ def stream_list(request: HttpRequest) -> HttpResponse:
         )
     order = {"error": 0, "at-risk": 1, "ok": 2}
     entries.sort(key=lambda e: (order[e["health"].state] if e["health"] else 3, e["stats"].label, e["stats"].key))
+    return entries
+
+
+@viewer_required
+@reads_replica
+def stream_list(request: HttpRequest) -> HttpResponse:
+    entries = stream_entries(timezone.now())
+    order = ("error", "at-risk", "ok")
     counts = {
         state.replace("-", "_"): sum(1 for e in entries if e["health"] and e["health"].state == state)
         for state in order

@@ -1,0 +1,181 @@
+"""The API's answers, typed so the OpenAPI document describes them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from ninja import Schema
+
+
+class Page(Schema):
+    next_cursor: str | None = None
+    next: str | None = None
+
+
+class DeliveryOut(Schema):
+    id: uuid.UUID
+    date: datetime
+    stream_id: str
+    tag: str
+    webhook_url: str
+    chain_id: str
+    confirmed: bool | None
+    block_number: int | None
+    records: int
+    retries: int
+    status: str
+    error_message: str
+    error_group_id: int | None
+    is_test: bool
+
+
+class DeliveryPage(Page):
+    items: list[DeliveryOut]
+
+
+class DecodedArg(Schema):
+    name: str
+    type: str
+    value: Any
+
+
+class DecodedEvent(Schema):
+    log_index: Any = None
+    transaction_hash: str = ""
+    address: str = ""
+    event: str | None
+    args: list[DecodedArg]
+    problem: str = ""
+
+
+class AttemptOut(Schema):
+    at: datetime
+    origin: str
+    retries: int | None
+    succeeded: bool | None
+    error: str
+    exact: bool
+
+
+class DeliveryDetail(DeliveryOut):
+    block_time: datetime | None
+    latency_ms: int | None
+    payload: Any
+    decoded_events: list[DecodedEvent]
+    attempts: list[AttemptOut]
+
+
+class PercentilesOut(Schema):
+    count: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class HealthOut(Schema):
+    webhook_url: str
+    state: str
+    rate: int
+    lowest: int
+    trend_per_hour: float
+    hours_to_error: float | None
+
+
+class BudgetOut(Schema):
+    since: datetime
+    until: datetime
+    delivery_target: float
+    delivery_budget_left: float | None
+    latency_budget_left: float | None
+    least_left: float | None
+
+
+class StreamOut(Schema):
+    stream_id: str
+    tag: str
+    webhook_urls: list[str]
+    chains: list[str]
+    last_delivery: datetime | None
+    provider_status: str
+    provider_status_since: datetime | None
+    deliveries_24h: int
+    failing_24h: int
+    retried_24h: int
+    success_rate_24h: float | None
+    health: HealthOut | None
+    latency_p95_24h: float | None
+    budget: BudgetOut | None
+
+
+class StreamList(Schema):
+    items: list[StreamOut]
+
+
+class StreamDetail(Schema):
+    stream_id: str
+    tag: str
+    webhook_urls: list[str]
+    chain_ids: list[str]
+    provider_status: str
+    provider_status_message: str
+    provider_status_since: datetime | None
+    health: HealthOut | None
+    url_health: list[HealthOut]
+    stored: dict[str, int]
+    latency: dict[str, PercentilesOut]
+    budget: BudgetOut | None
+
+
+class ErrorGroupOut(Schema):
+    id: int
+    template: str
+    first_seen: datetime
+    last_seen: datetime
+    delivery_count: int
+
+
+class ErrorGroupPage(Page):
+    items: list[ErrorGroupOut]
+
+
+class IncidentOut(Schema):
+    id: int
+    rule: str
+    summary: str
+    target_kind: str
+    target_key: str
+    stream_id: str
+    webhook_url: str
+    opened_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str
+    acknowledged_at: datetime | None
+    acknowledged_by: str
+    snoozed_until: datetime | None
+
+
+class IncidentPage(Page):
+    items: list[IncidentOut]
+
+
+class IncidentEventOut(Schema):
+    kind: str
+    actor: str
+    text: str
+    created_at: datetime
+
+
+class IncidentDetail(IncidentOut):
+    details: dict[str, Any]
+    events: list[IncidentEventOut]
+
+
+class NoteIn(Schema):
+    text: str
+
+
+class ChangeOut(Schema):
+    changed: bool
+    incident: IncidentDetail

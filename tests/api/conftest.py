@@ -1,0 +1,74 @@
+"""The API's tests: callers of every kind, and a small world of one delivery, stream, error group and incident."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.cache import cache
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.alerts.models import AlertRule, Incident, TargetKind
+from dashboard.api.tokens import create_token
+from dashboard.deliveries.models import Delivery
+from tests.conftest import make_user
+from tests.factories import history_record, make_source, store
+
+STREAM = "9f6c1c4e-1f0c-4d6a-9a43-5f1b0c7d2e11"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits(settings: Any) -> None:
+    # The rate limit lives in the Redis cache, which outlives a test's database.
+    cache.clear()
+    settings.API_RATE_PER_MINUTE = 10_000
+
+
+def token_for(user: User, scopes: list[str], *, days: int = 30, name: str = "deploy-bot") -> str:
+    return create_token(user, name, scopes, timezone.now() + timedelta(days=days))[1]
+
+
+def bearer(secret: str) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+
+
+def staff_without_act(username: str = "sam") -> User:
+    """Staff in every way the incident pages check, without the permission to act at the provider."""
+    user = make_user(username, role=None)
+    user.is_staff = True
+    user.save()
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="accounts", codename__in=["view_dashboard", "manage_dashboard"])
+    )
+    return User.objects.get(pk=user.pk)
+
+
+@dataclass
+class World:
+    delivery: Delivery
+    incident: Incident
+    group_id: int
+
+
+@pytest.fixture
+def world(db: None) -> World:
+    source = make_source()
+    now = timezone.now()
+    store(
+        source,
+        history_record(date=now - timedelta(minutes=10), error="connect ECONNREFUSED 10.0.0.1:443", retries=2),
+        history_record(date=now - timedelta(minutes=20)),
+        history_record(date=now - timedelta(minutes=30), error="connect ECONNREFUSED 10.0.0.2:443", retries=1),
+    )
+    failing = Delivery.objects.exclude(error_message="").order_by("-date").first()
+    assert failing is not None and failing.error_group_id is not None
+    rule = AlertRule.objects.create(name="API test rule")
+    incident = Incident.objects.create(
+        rule=rule, target_kind=TargetKind.STREAM, target_key=STREAM, stream_id=STREAM, summary="stream orders failing",
+        opened_at=now, last_holding_at=now, message_id="<i1@example.com>",
+    )
+    return World(failing, incident, failing.error_group_id)
