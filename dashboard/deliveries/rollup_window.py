@@ -102,10 +102,26 @@ class RollupWindow:
     ) -> list[tuple[datetime, tuple[Any, ...], Latencies]]:
         """The latency percentiles per time bucket of `step` from `origin` and group of `fields` (key () without
         fields), in time order: one grouped read gives a slice's latency over time and per dimension."""
+        return [
+            (bucket, key, Latencies.of(unconfirmed, confirmed))
+            for bucket, key, unconfirmed, confirmed in self.latency_histograms(origin, step, *fields)
+        ]
+
+    def latency_histograms(
+        self, origin: datetime, step: timedelta, *fields: str
+    ) -> list[tuple[datetime, tuple[Any, ...], list[int], list[int]]]:
+        """As `latency_bucketed`, the unconfirmed and confirmed histograms themselves: a caller that merges the
+        groups again (over time, per dimension) reads percentiles only of what it shows."""
         rows = merged(
             (part.latency_sums(*fields, bucket=(origin, step)) for part in self.parts), ("bucket", *fields), SUM_NAMES
         )
-        return [(row["bucket"], tuple(row[f] for f in fields), from_sums(row)) for row in rows]
+        return [
+            (
+                row["bucket"], tuple(row[f] for f in fields),
+                [row[f"u{i}"] for i in range(BUCKETS)], [row[f"c{i}"] for i in range(BUCKETS)],
+            )
+            for row in rows
+        ]
 
     def failures_by_group(self, origin: datetime, step: timedelta) -> FailuresByGroup:
         """As `RollupQuerySet.failures_by_group`, each grouping ordered by its keys."""
