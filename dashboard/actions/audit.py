@@ -151,18 +151,16 @@ def _plan_one(stream: Stream, start: datetime, end: datetime, now: datetime, per
     assert stream.first_delivery_at is not None  # skip_reason
     chains = check_previewable(stream)
     finality = max((c.finality_seconds for c in map(find_chain, chains) if c is not None), default=0)
-    begins = max(start, stream.first_delivery_at)
-    ends = now - SETTLE - timedelta(seconds=finality)
-    if ends < end:
+    if now - SETTLE - timedelta(seconds=finality) < end:
         # The whole day or nothing: an audit made now could not sample the day's last blocks.
         return (f"The audited day's last blocks are not final and polled yet (the slowest finality of the stream's "
                 f"chains, {finality} s, plus {int(SETTLE.total_seconds() // 60)} min); the audit tries again at its "
                 "next run.")
-    ends = end
-    if ends <= begins:
+    begins = max(start, stream.first_delivery_at)
+    if end <= begins:
         return "The stream's first stored delivery came after the audited day: nothing of it to sample."
     try:
-        sample = _sample(stream, begins, ends, now, per_stream, rng)
+        sample = _sample(stream, begins, end, now, per_stream, rng)
     except WindowRefused as exc:
         return f"Not audited: {exc}"
     planned = sum(len(blocks) for blocks in sample.values())
@@ -181,7 +179,8 @@ def _plan_one(stream: Stream, start: datetime, end: datetime, now: datetime, per
             BlockScanChain.objects.bulk_create(
                 BlockScanChain(scan=scan, chain_id=chain, first_block=blocks[0], last_block=blocks[-1],
                                next_block=blocks[0], sample=blocks,
-                               placed_by=f"{len(blocks)} sampled at random from {begins:%H:%M}–{ends:%H:%M} UTC")
+                               placed_by=f"{len(blocks)} sampled at random from {begins:%Y-%m-%d %H:%M} to "
+                                         f"{end:%Y-%m-%d %H:%M} UTC")
                 for chain, blocks in sample.items() if blocks
             )
             transaction.on_commit(lambda: queue(scan.pk))
