@@ -288,7 +288,14 @@ class SliceCountsQuerySet(SliceFilters, models.QuerySet[_Counts]):
             fields = (*fields, "bucket")
         if not fields:
             return [qs.aggregate(**sums)]
-        return list(qs.values(*fields).annotate(**sums).order_by(*fields))
+        grouped = qs.values(*fields).annotate(**sums).order_by(*fields)
+        # Read on the cursor: Django's row conversion of two dozen integer columns cost as much as the query
+        # (~10 ms for 600 groups: a month of six-hour buckets of five chains), and these columns need none.
+        sql, params = grouped.query.sql_with_params()
+        with connections[grouped.db].cursor() as cursor:
+            cursor.execute(sql, params)
+            names = [column.name for column in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def attempt_counts(self) -> dict[str, int]:
         """Deliveries, and attempts inferred from their retry counts: each delivery made 1 + retries attempts,
