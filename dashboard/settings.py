@@ -60,6 +60,8 @@ INSTALLED_APPS = [
     "dashboard.devtools",
     # /api/v1/ and its tokens: above every app it reads.
     "dashboard.api",
+    # Its docs page's Swagger UI from our own static files (the CSP allows no other host).
+    "ninja",
     "csp",
     # Failed logins per username and per client address, on the dashboard's login and the admin's alike.
     "axes",

@@ -1,0 +1,172 @@
+"""The same permissions as the pages, per endpoint: anonymous, a viewer, staff without the action permission,
+tokens without the scope or whose user lacks the role, an expired and a revoked token."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.api.models import ApiToken
+from dashboard.api.urls import api
+from tests.api.conftest import STREAM, World, bearer, staff_without_act, token_for
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+READ, WRITE = "read", "write"
+# Every operation of the API: (method, path template, kind). A test below checks the list against the document.
+ENDPOINTS = [
+    ("get", "/api/v1/deliveries", READ),
+    ("get", "/api/v1/deliveries/{delivery_id}", READ),
+    ("get", "/api/v1/streams", READ),
+    ("get", "/api/v1/streams/{stream_id}", READ),
+    ("get", "/api/v1/error-groups", READ),
+    ("get", "/api/v1/error-groups/{group_id}", READ),
+    ("get", "/api/v1/incidents", READ),
+    ("get", "/api/v1/incidents/{incident_id}", READ),
+    ("post", "/api/v1/incidents/{incident_id}/acknowledge", WRITE),
+    ("post", "/api/v1/incidents/{incident_id}/notes", WRITE),
+    ("post", "/api/v1/incidents/{incident_id}/resolve", WRITE),
+]
+
+
+def _session(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _anonymous() -> Client:
+    return Client()
+
+
+def _viewer() -> Client:
+    return _session(make_user("vera"))
+
+
+def _staff_without_act() -> Client:
+    return _session(staff_without_act())
+
+
+def _staff() -> Client:
+    return _session(make_user("root", staff=True))
+
+
+def _token(scopes: list[str], *, staff: bool = True) -> Callable[[], Client]:
+    def make() -> Client:
+        user = make_user("ops", staff=True) if staff else make_user("vic")
+        return bearer(token_for(user, scopes))
+
+    return make
+
+
+def _expired() -> Client:
+    user = make_user("ops", staff=True)
+    secret = token_for(user, ["read", "act"])
+    ApiToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    return bearer(secret)
+
+
+def _revoked() -> Client:
+    user = make_user("ops", staff=True)
+    secret = token_for(user, ["read", "act"])
+    ApiToken.objects.update(revoked_at=timezone.now())
+    return bearer(secret)
+
+
+def _no_role_token() -> Client:
+    return bearer(token_for(make_user("nobody", role=None), ["read", "act"]))
+
+
+# caller: (make the client, status for a read, status for an incident change)
+CALLERS: dict[str, tuple[Callable[[], Client], int, int]] = {
+    "anonymous": (_anonymous, 401, 401),
+    "viewer": (_viewer, 200, 403),
+    "staff without the action permission": (_staff_without_act, 200, 200),
+    "staff": (_staff, 200, 200),
+    "token read, staff user": (_token(["read"]), 200, 403),
+    "token act only, staff user": (_token(["act"]), 403, 200),
+    "token read+act, viewer user": (_token(["read", "act"], staff=False), 200, 403),
+    "token read+act, user without a role": (_no_role_token, 403, 403),
+    "token read+act, staff user": (_token(["read", "act"]), 200, 200),
+    "expired token": (_expired, 401, 401),
+    "revoked token": (_revoked, 401, 401),
+}
+
+
+def _url(template: str, world: World) -> str:
+    return template.format(
+        delivery_id=world.delivery.pk, stream_id=STREAM, group_id=world.group_id, incident_id=world.incident.pk
+    )
+
+
+def _call(client: Client, method: str, url: str) -> Any:
+    if method == "post":
+        body = {"text": "looking"} if url.endswith("/notes") else {}
+        # A session's POST must carry the CSRF token, as the pages' forms do.
+        client.handler.enforce_csrf_checks = False
+        return client.post(url, body, content_type="application/json")
+    return client.get(url)
+
+
+@pytest.mark.parametrize("caller", list(CALLERS))
+@pytest.mark.parametrize(("method", "template", "kind"), ENDPOINTS)
+def test_it_allows_what_the_pages_allow(world: World, caller: str, method: str, template: str, kind: str) -> None:
+    make, read_status, write_status = CALLERS[caller]
+    response = _call(make(), method, _url(template, world))
+    expected = read_status if kind == READ else write_status
+    assert response.status_code == expected, response.content
+    if expected != 200:
+        assert response["Content-Type"] == "application/problem+json"
+        body = response.json()
+        assert body["status"] == expected
+        if expected == 401:
+            assert response["WWW-Authenticate"].startswith("Bearer")
+        if expected == 403:
+            assert "scope" in body["detail"] or "lacks the" in body["detail"]
+
+
+def test_it_names_the_missing_scope_or_permission(world: World) -> None:
+    response = _token(["read"])().post(f"/api/v1/incidents/{world.incident.pk}/acknowledge")
+    assert response.json()["detail"] == "The token lacks the scope `act`."
+    response = _token(["read", "act"], staff=False)().post(f"/api/v1/incidents/{world.incident.pk}/acknowledge")
+    assert response.json()["detail"] == "The user lacks the staff role (accounts.manage_dashboard)."
+
+
+def test_every_operation_is_in_the_matrix() -> None:
+    document = api.get_openapi_schema(path_prefix="/api/v1/")
+    operations = {(method, path) for path, methods in document["paths"].items() for method in methods}
+    assert operations == {(method, path) for method, path, _ in ENDPOINTS}
+
+
+def test_a_user_who_loses_the_role_loses_it_through_the_token_at_once(world: World) -> None:
+    user = make_user("ops", staff=True)
+    client = bearer(token_for(user, ["read"]))
+    assert client.get("/api/v1/streams").status_code == 200
+    user.is_superuser = False
+    user.save()
+    assert client.get("/api/v1/streams").status_code == 403
+
+
+def test_a_session_change_needs_the_csrf_token(world: World) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user("root", staff=True))
+    response = client.post(f"/api/v1/incidents/{world.incident.pk}/acknowledge")
+    assert response.status_code == 403
+    assert response.json()["type"].endswith(":csrf")
+    client.get("/account/tokens/")  # sets the CSRF cookie, as any page does
+    token = client.cookies["csrftoken"].value
+    response = client.post(f"/api/v1/incidents/{world.incident.pk}/acknowledge", HTTP_X_CSRFTOKEN=token)
+    assert response.status_code == 200
+
+
+def test_a_token_call_needs_no_csrf_token(world: World) -> None:
+    secret = token_for(make_user("ops", staff=True), ["read", "act"])
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert client.post(f"/api/v1/incidents/{world.incident.pk}/acknowledge").status_code == 200
