@@ -5,7 +5,12 @@ QUIET_BASELINE_WEEKS weeks, from the hourly rollups (one grouped read for every 
 maintenance window covered and those before the stream's first delivery. The expected count λ of a window is the
 sum of its hours' means (a partial hour by its share). Deliveries arrive roughly as a Poisson process at that
 rate, so seeing `seen` or fewer where λ were expected has probability P(X ≤ seen | Poisson(λ)); a stream is
-quiet when that is below the rule's probability. A stream with three deliveries a day expects ~0.1 in an hour:
+quiet when that is below the rule's probability. Deliveries do not arrive one by one, though: a block brings its
+unconfirmed and its confirmed delivery, often several events each, so a stream's counts vary more than a Poisson
+count of the same mean, and its silences follow the rate of its blocks, not of its deliveries. Each baseline
+therefore also learns the stream's dispersion D (the variance of its hourly counts over their hour-of-week means,
+at least 1: ~2 for a stream of unconfirmed and confirmed pairs) and judges the window quasi-Poisson, in units of D
+deliveries: P(X ≤ ⌊seen / D⌋ | Poisson(λ / D)). A stream with three deliveries a day expects ~0.1 in an hour:
 an hour of silence has probability 0.9, never quiet.
 
 The windows judged end now and start at the last delivery (seen 0: a silence), or 1, 6 or 24 hours back from
@@ -66,6 +71,12 @@ class Baseline:
     first_hour: datetime | None
     sums: list[int] = field(default_factory=lambda: [0] * WEEK_HOURS)
     weeks: list[int] = field(default_factory=lambda: [0] * WEEK_HOURS)
+    # Variance over mean of the hourly counts (at least 1): how many deliveries arrive together.
+    dispersion: float = 1.0
+
+    def probability(self, seen: int, expected: float) -> float:
+        """P(so few) for the stream: quasi-Poisson in units of its dispersion."""
+        return poisson_cdf(math.floor(seen / self.dispersion), expected / self.dispersion)
 
     def mean(self, how: int) -> float:
         if self.weeks[how]:
@@ -141,14 +152,34 @@ def _learn(current: datetime) -> dict[str, Baseline]:
         left_out = intervals(Target(stream_id, stream.tag), start, current, windows) + outages.get(stream_id, [])
         hours = counts.get(stream_id, {})
         hour = max(start, first) if first else current
+        counted: list[datetime] = []
         while hour < current:
             if not any(a < hour + HOUR and b > hour for a, b in left_out):
                 how = hour_of_week(hour)
                 baseline.sums[how] += hours.get(hour, 0)
                 baseline.weeks[how] += 1
+                counted.append(hour)
             hour += HOUR
+        baseline.dispersion = _dispersion(baseline, [(h, hours.get(h, 0)) for h in counted])
         found[stream_id] = baseline
     return found
+
+
+def _dispersion(baseline: Baseline, counted: list[tuple[datetime, int]]) -> float:
+    """The index of dispersion of the counted hours around their hour-of-week means: Σ (n − mean)² / mean over the
+    hours whose mean is above 0, divided by their number, the means' own estimate corrected for (each mean is
+    learned from the `weeks` hours it judges: their spread around it is (w − 1) / w of the true one). At least 1."""
+    total = 0.0
+    degrees = 0.0
+    for hour, n in counted:
+        how = hour_of_week(hour)
+        mean = baseline.mean(how)
+        weeks = baseline.weeks[how]
+        if mean <= 0 or weeks < 2:
+            continue
+        total += (n - mean) ** 2 / mean
+        degrees += (weeks - 1) / weeks
+    return max(1.0, total / degrees) if degrees else 1.0
 
 
 def verdicts(now: datetime, stream_ids: list[str] | None = None) -> dict[str, Verdict]:
@@ -171,12 +202,12 @@ def verdicts(now: datetime, stream_ids: list[str] | None = None) -> dict[str, Ve
         last_delivery = last.get(stream_id)
         if last_delivery is not None and last_delivery < now:
             expected = baseline.expected(last_delivery, now)
-            candidates.append(Verdict(stream_id, last_delivery, expected, 0, poisson_cdf(0, expected)))
+            candidates.append(Verdict(stream_id, last_delivery, expected, 0, baseline.probability(0, expected)))
         for hours in TRAILING_HOURS:
             since = current - timedelta(hours=hours - 1)
             count = sum(n for hour, n in seen[stream_id].items() if hour >= since)
             expected = baseline.expected(since, now)
-            probability = poisson_cdf(count, expected)
+            probability = baseline.probability(count, expected)
             if hours > TRAILING_HOURS[0] and recent_probability >= RECENT_NORMAL:
                 # The latest hour is not unusually low: a longer window's low count is a quiet spell that has
                 # ended, not a quiet stream.

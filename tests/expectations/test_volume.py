@@ -169,3 +169,30 @@ def test_the_hours_of_an_outage_leave_the_baseline_and_a_stream_not_active_is_no
     Stream.objects.filter(pk=stream.pk).update(provider_status="active")
     run(NOW)
     assert Incident.objects.filter(rule__condition=Condition.QUIET_STREAM).count() == 1
+
+
+def test_deliveries_that_arrive_together_are_judged_in_units_of_their_dispersion() -> None:
+    import random
+
+    source = make_source()
+    # Blocks arrive as a Poisson process of 15 an hour, each bringing its unconfirmed and its confirmed delivery:
+    # 30 deliveries an hour whose hourly counts vary twice as much as a Poisson count of 30.
+    draw = random.Random(7)
+
+    def blocks(mean: float) -> int:
+        n, t = 0, draw.expovariate(mean)
+        while t < 1:
+            n, t = n + 1, t + draw.expovariate(mean)
+        return n
+
+    end = HourlyRollup.hour_of(NOW)
+    history(source, [(end - HOUR * i, 2 * blocks(15)) for i in range(1, 28 * 24 + 1)])
+    baseline = baselines(NOW)[STREAM]
+    assert 1.6 <= baseline.dispersion <= 2.5
+    # Twelve minutes without a block happen about once a day at 15 blocks an hour (e^-3 ≈ 5 %): not quiet at 0.001,
+    # where a Poisson count of deliveries (e^-6 ≈ 0.25 %) would be close to the threshold.
+    expected = baseline.expected(NOW - timedelta(minutes=12), NOW)
+    assert baseline.probability(0, expected) == pytest.approx(poisson_cdf(0, expected / baseline.dispersion))
+    assert baseline.probability(0, expected) > 0.02
+    # An hour of silence is still improbable: e^-15.
+    assert baseline.probability(0, baseline.expected(NOW - HOUR, NOW)) < 1e-5
