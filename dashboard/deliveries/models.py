@@ -284,7 +284,12 @@ class SliceCountsQuerySet(SliceFilters, models.QuerySet[_Counts]):
         }
         qs: Any = self
         if bucket is not None:
-            qs = qs.annotate(bucket=DateBin(bucket[1], F("hour"), bucket[0]))
+            # The bucket's start in Unix seconds: the driver reads an integer at once, where it parses a timestamp's
+            # text with a regular expression (~30 µs a row, as long as the query for a month's 600 groups).
+            start = DateBin(bucket[1], F("hour"), bucket[0])
+            qs = qs.annotate(bucket=models.Func(
+                start, template="EXTRACT(EPOCH FROM %(expressions)s)::bigint", output_field=models.BigIntegerField()
+            ))
             fields = (*fields, "bucket")
         if not fields:
             return [qs.aggregate(**sums)]
@@ -295,7 +300,11 @@ class SliceCountsQuerySet(SliceFilters, models.QuerySet[_Counts]):
         with connections[grouped.db].cursor() as cursor:
             cursor.execute(sql, params)
             names = [column.name for column in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        if bucket is not None:
+            for row in rows:
+                row["bucket"] = datetime.fromtimestamp(row["bucket"], UTC)
+        return rows
 
     def attempt_counts(self) -> dict[str, int]:
         """Deliveries, and attempts inferred from their retry counts: each delivery made 1 + retries attempts,
