@@ -27,7 +27,9 @@ def timeline_page(request: HttpRequest) -> HttpResponse:
     event = form.cleaned_data["event"]
     result = timeline.build(window.start, window.end, slice_kwargs, event=event, zone=form.cleaned_data["tz"])
     # Latency histograms are kept per stream, tag, URL and chain, not per decoded event: no latency read then.
-    latency = None if event else latency_panel.read(window, slice_kwargs, by="" if slice_kwargs["chain_id"] else "chain_id")
+    # The same read gives the per-chain table, unless a chain is chosen.
+    by = "" if slice_kwargs["chain_id"] else "chain_id"
+    latency = None if event else latency_panel.read(window, slice_kwargs, by=by)
     menu_since = timezone.now() - MENU_WINDOW
     context = {
         "nav": "timeline",
