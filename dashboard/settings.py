@@ -279,6 +279,11 @@ ACTION_CONFIRM_MINUTES = env_int("ACTION_CONFIRM_MINUTES", 30, minimum=1, maximu
 # BLOCK_PREVIEW_PER_DAY per UTC day; a scan that meets the day's limit waits for the next day.
 BLOCK_PREVIEW_PER_REQUEST = env_int("BLOCK_PREVIEW_PER_REQUEST", 20_000, minimum=1, maximum=1_000_000)
 BLOCK_PREVIEW_PER_DAY = env_int("BLOCK_PREVIEW_PER_DAY", 50_000, minimum=1, maximum=10_000_000)
+# The completeness audit (actions/audit.py): blocks previewed per active EVM stream per day, at random among the
+# previous day's final blocks, counted against BLOCK_PREVIEW_PER_DAY; 0 turns it off.
+COMPLETENESS_AUDIT_BLOCKS_PER_STREAM_PER_DAY = env_int(
+    "COMPLETENESS_AUDIT_BLOCKS_PER_STREAM_PER_DAY", 6, minimum=0, maximum=10_000
+)
 
 # Mail. EMAIL_URL (smtp://, submission://, smtps://) wins over the separate EMAIL_* variables.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
@@ -366,6 +371,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "dashboard.alerts.tasks.sweep_alerts",
         "schedule": float(ALERT_SWEEP_SECONDS),
         "options": {"expires": float(ALERT_SWEEP_SECONDS)},
+    },
+    # The day's completeness audits, made at the first run after the previous day's blocks are final; the runs
+    # after it find them made.
+    "audit-completeness": {
+        "task": "dashboard.actions.tasks.audit_completeness",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
     },
 }
 

@@ -17,12 +17,14 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q
 
+from dashboard.actions import block_scan
 from dashboard.alerts.models import AlertRule, Condition, TargetKind
 from dashboard.deliveries import latency, pairs, trailing_counts, url_health
 from dashboard.deliveries.models import Delivery, DeliveryQuerySet, ErrorGroup, HourlyRollup, Stream
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.expectations import objectives, volume
 from dashboard.sources.models import Source
+from dashboard.upstream.chains import find_chain
 
 # Streams or URLs with no failure this recent cannot satisfy consecutive or error-state conditions.
 FAILURE_LOOKBACK = timedelta(hours=32)
@@ -75,6 +77,8 @@ def observe(rule: AlertRule, now: datetime) -> list[Observation]:
         return latency_p95(rule, now)
     if rule.condition == Condition.QUIET_STREAM:
         return quiet_stream(rule, now)
+    if rule.condition == Condition.MISSING_BLOCKS:
+        return missing_blocks(rule, now)
     if rule.condition == Condition.SLO_BURN_FAST:
         return slo_burn(rule, now, objectives.FAST)
     if rule.condition == Condition.SLO_BURN_SLOW:
@@ -460,6 +464,50 @@ def slo_burn(rule: AlertRule, now: datetime, burn: objectives.Burn) -> list[Obse
     return found
 
 
+# The missing blocks an incident's details list (the mail and the incident page), oldest first.
+MISSING_LISTED = 10
+
+
+def missing_blocks(rule: AlertRule, now: datetime) -> list[Observation]:
+    """Streams with blocks a completeness audit or a block scan previewed within the window, that the stream
+    matched, and of which no delivery is stored (`actions.block_scan.missing_found_since`, the window page's reading
+    of "missing"). A block re-sent and polled has its delivery stored, so the stream clears."""
+    since = now - timedelta(minutes=rule.window_minutes)
+    streams = Stream.objects.in_scope(rule.scope_filter())
+    if rule.scope_filter() is None:
+        found_by_stream = block_scan.missing_found_since(since)
+    else:
+        found_by_stream = block_scan.missing_found_since(since, streams.values_list("stream_id", flat=True))
+    rows = {s.stream_id: s for s in streams.filter(stream_id__in=list(found_by_stream)).only(
+        "stream_id", "tag", "webhook_urls", "provider_webhook_url")}
+    found = []
+    for stream_id, blocks in found_by_stream.items():
+        stream = rows.get(stream_id)
+        if stream is None:
+            continue
+        windows = sorted({b.window_id for b in blocks if b.window_id is not None})
+        found.append(
+            Observation(
+                target_kind=TargetKind.STREAM,
+                target_key=stream_id,
+                label=_label(stream.tag, stream_id),
+                stream_id=stream_id,
+                webhook_url=stream.provider_webhook_url or next(iter(stream.webhook_urls or []), ""),
+                failures=len(blocks),
+                since=min((b.previewed_at for b in blocks if b.previewed_at), default=since),
+                extra={
+                    "missing_blocks": [
+                        {"chain_id": b.chain_id, "block_number": b.block_number, "records": b.records,
+                         "window_id": b.window_id}
+                        for b in blocks[:MISSING_LISTED]
+                    ],
+                    "window_ids": windows,
+                },
+            )
+        )
+    return found
+
+
 def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[str, Any]:
     """The evidence a mail quotes: error groups with counts, the first failures, counts and the headline."""
     details: dict[str, Any] = {
@@ -478,6 +526,9 @@ def describe(rule: AlertRule, observation: Observation, now: datetime) -> dict[s
         details["stale_minutes"] = (
             int(observation.stale_for.total_seconds() // 60) if observation.stale_for else 0
         )
+        return details
+    if rule.condition == Condition.MISSING_BLOCKS:
+        # Blocks never delivered, not failing deliveries: no error groups to quote.
         return details
     if rule.condition in (Condition.LATENCY_P95, Condition.QUIET_STREAM) or (
         rule.condition in (Condition.SLO_BURN_FAST, Condition.SLO_BURN_SLOW) and "delivery" not in details["objectives"]
@@ -576,6 +627,16 @@ def headline(rule: AlertRule, observation: Observation, details: dict[str, Any])
         return (
             f"stream {observation.label}: {' and '.join(said)} — {details.get('burn')} burn "
             f"({details.get('burn_windows')})"
+        )[:500]
+    if rule.condition == Condition.MISSING_BLOCKS:
+        listed = details.get("missing_blocks") or []
+        first = listed[0] if listed else {}
+        chain = find_chain(first.get("chain_id")) if first else None
+        blocks = "block" if observation.failures == 1 else "blocks"
+        return (
+            f"stream {observation.label}: {observation.failures} {blocks} it matched with no delivery stored"
+            + (f", e.g. block {first['block_number']} on {chain.display_name if chain else first['chain_id']}" if first else "")
+            + " (found by a completeness audit or a block scan)"
         )[:500]
     if rule.condition == Condition.CONFIRMATION_GAP:
         blocks = "block" if observation.failures == 1 else "blocks"

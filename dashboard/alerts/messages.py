@@ -130,6 +130,11 @@ def incident_context(incident: Incident, now: datetime | None = None) -> dict[st
     details["first_failures"] = [
         {**f, "date": parse_datetime(f["date"]) or f["date"]} for f in details.get("first_failures", [])
     ]
+    # Missing blocks: each with the page of the window (audit or outage) that found it, to re-send it from.
+    details["missing_blocks"] = [
+        {**b, "url": absolute(reverse("web:outage-window", args=[b["window_id"]])) if b.get("window_id") else ""}
+        for b in details.get("missing_blocks", [])
+    ]
     return {
         "incident": incident,
         "rule": incident.rule,

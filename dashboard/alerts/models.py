@@ -170,6 +170,11 @@ class AlertRule(models.Model):
                 f"p95 processing latency of unconfirmed deliveries above {self.latency_seconds} s over "
                 f"{self.window_minutes} min (at least {self.min_deliveries} deliveries)"
             )
+        if self.condition == Condition.MISSING_BLOCKS:
+            return (
+                f"blocks a completeness audit or a block scan previewed in the last {self.window_minutes} min that the "
+                "stream matched, with no delivery stored (cleared once they are re-sent and polled)"
+            )
         if self.condition == Condition.QUIET_STREAM:
             return (
                 f"improbably few deliveries for the stream's own history (probability below {self.quiet_probability:g}"
