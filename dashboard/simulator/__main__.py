@@ -45,6 +45,10 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
         help="history records per simulated minute across all streams",
     )
     p.add_argument("--history-days", type=int, default=7)
+    p.add_argument(
+        "--sporadic-failure-rate", type=float, default=0.012,
+        help="share of webhook attempts failing outside any incident",
+    )
     p.add_argument("--streams", type=int, default=6)
     p.add_argument(
         "--receiver-back-after",
@@ -85,6 +89,7 @@ def parse_args(argv: list[str] | None = None) -> SimulatorConfig:
         start=a.start,
         scenario_start=a.scenario_start,
         deliveries_per_minute=a.deliveries_per_minute,
+        sporadic_failure_rate=a.sporadic_failure_rate,
         history_window_days=a.history_days,
         streams=a.streams,
         receiver_back_after=a.receiver_back_after,

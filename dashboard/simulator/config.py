@@ -47,6 +47,8 @@ class SimulatorConfig:
     # History records (an unconfirmed and a confirmed one per block) per simulated minute across all streams.
     # 0.4 a minute gives about 4,000 records over the 7-day window: a realistic demo that ingests quickly.
     deliveries_per_minute: float = 0.4
+    # Share of webhook attempts failing outside any incident (a timeout, a hang-up, a 5xx, a reset).
+    sporadic_failure_rate: float = 0.012
     history_window_days: int = 7
     streams: int = 6
     # Seconds after the scenario's start when the receiver that is down at the start comes back (scenario.py);

@@ -227,8 +227,10 @@ class HistoryWorld:
         window_days: int,
         streams: int,
         receiver_back_after: float = scenario.RECEIVER_BACK_AFTER,
+        sporadic_failure_rate: float = SPORADIC_FAILURE_RATE,
     ) -> None:
         self.seed = seed
+        self.sporadic_failure_rate = sporadic_failure_rate
         self.start = start
         self.receiver_back_after = receiver_back_after
         self.deliveries_per_minute = deliveries_per_minute
@@ -372,7 +374,7 @@ class HistoryWorld:
             if kind == "status5xx" and entropy.unit(delivery_id, attempt, "code") < 0.3:
                 # A struggling server does not always fail the same way.
                 code = 503 if code != 503 else 502
-        elif entropy.unit(self.seed, delivery_id, attempt, "sporadic") < SPORADIC_FAILURE_RATE:
+        elif entropy.unit(self.seed, delivery_id, attempt, "sporadic") < self.sporadic_failure_rate:
             kind = ("timeout", "hangup", "status5xx", "reset")[entropy.digest_int(delivery_id, attempt) % 4]
             code = 502
         else:

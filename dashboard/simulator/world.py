@@ -33,6 +33,7 @@ class World:
             window_days=config.history_window_days,
             streams=config.streams,
             receiver_back_after=config.receiver_back_after,
+            sporadic_failure_rate=config.sporadic_failure_rate,
         )
         # The streams were created when the oldest record of the scenario's first window was made.
         self.streams = StreamsWorld(

@@ -192,12 +192,17 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"per preview — request (preview_block): {ms(http)}; our write (_checkpoint): {ms(writes)}")
         if scan.previewed:
-            rest = wall - sum(http) - sum(writes)
+            # The requests overlap (several in flight); the run's own thread writes one answer after another.
             self.stdout.write(
-                f"of the wall time: requests {sum(http):.2f} s, writes {sum(writes):.2f} s, the rest {rest:.2f} s "
-                f"({rest / scan.previewed * 1000:.2f} ms a preview); load average {load_average()}"
+                f"the run's thread: writing {sum(writes):.2f} s ({sum(writes) / wall:.0%} of the wall time), "
+                f"waiting for answers and the rest {wall - sum(writes):.2f} s; requests in flight on average "
+                f"{sum(http) / wall:.1f}; load average {load_average()}"
             )
-        if scan.state != ScanState.DONE or set(per_block) != {1}:
+        again = sum(n - 1 for n in answered.values() if n > 1)
+        if scan.state != ScanState.DONE or 0 in per_block or (again and not killed):
             self.stdout.write("! not every block was previewed exactly once")
+        elif again:
+            self.stdout.write(f"asked again after the kill: {again} block(s), the previews in flight when it came "
+                              f"(at most {o['in_flight']})")
         if profiler is not None:
             self.stdout.write(profiler.output_text(unicode=True, color=False, show_all=False))
