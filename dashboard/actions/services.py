@@ -93,11 +93,14 @@ def can_act(user: Any) -> bool:
 # -- preparing ----------------------------------------------------------------------------------
 
 
-def _new_action(user: Any, **fields: Any) -> ProviderAction:
-    return ProviderAction.objects.create(requested_by=user, requested_by_name=user.get_username(), **fields)
+def _new_action(user: Any, *, by: str = "", **fields: Any) -> ProviderAction:
+    # `by`: the name the audit shows when not the user's own, e.g. "alice (token deploy-bot)" from the API.
+    return ProviderAction.objects.create(requested_by=user, requested_by_name=(by or user.get_username())[:150], **fields)
 
 
-def prepare_replay(user: Any, deliveries: DeliveryQuerySet, *, scope: str, filters: str = "") -> ProviderAction:
+def prepare_replay(
+    user: Any, deliveries: DeliveryQuerySet, *, scope: str, filters: str = "", by: str = ""
+) -> ProviderAction:
     """A DRAFT replay of exactly these deliveries (at most REPLAY_MAX_DELIVERIES), to be confirmed."""
     cap = int(settings.REPLAY_MAX_DELIVERIES)
     rows = list(
@@ -119,6 +122,7 @@ def prepare_replay(user: Any, deliveries: DeliveryQuerySet, *, scope: str, filte
     with transaction.atomic():
         action = _new_action(
             user,
+            by=by,
             kind=ActionKind.REPLAY,
             source_id=sources.pop(),
             stream_id=next(iter(streams)) if len(streams) == 1 else "",

@@ -179,3 +179,45 @@ class NoteIn(Schema):
 class ChangeOut(Schema):
     changed: bool
     incident: IncidentDetail
+
+
+class ReplayIn(Schema):
+    """The deliveries list's filters, by name, as in its URL (`{"status": "failing", "range": "24h"}`)."""
+
+    filters: dict[str, str]
+
+
+class ReplayItemOut(Schema):
+    delivery_id: uuid.UUID | None
+    stream_id: str
+    state: str
+    delivered: bool | None
+    answer: str
+    sent_at: datetime | None
+    answered_at: datetime | None
+
+
+class ActionOut(Schema):
+    id: int
+    kind: str
+    state: str
+    scope: str
+    filters: str
+    stream_id: str
+    requested_by: str
+    created_at: datetime
+    confirm_before: datetime | None
+    confirmed_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    cancel_requested_at: datetime | None
+    target_count: int
+    done: int
+    counts: dict[str, int]
+    answer: str
+    items: list[ReplayItemOut]
+
+
+class ActionChangeOut(Schema):
+    changed: bool
+    action: ActionOut

@@ -123,7 +123,9 @@ class Need:
 
 VIEW = Need(READ, can_view_dashboard, "the viewer role (accounts.view_dashboard)")
 MANAGE = Need(ACT, is_staff_member, "the staff role (accounts.manage_dashboard)")
-ACT_AT_PROVIDER = Need(ACT, can_act, "the permission to act at the provider (actions.act_at_provider)")
+ACT_AT_PROVIDER = Need(
+    ACT, can_act, "the permission to act at the provider (actions.act_at_provider), or writes are off (PROVIDER_WRITES)"
+)
 
 
 def missing(caller: Caller, need: Need) -> str:
@@ -133,3 +135,10 @@ def missing(caller: Caller, need: Need) -> str:
     if not need.check(caller.user):
         return f"The user lacks {need.permission}."
     return ""
+AUDIT = Need(
+    READ,
+    lambda user: bool(user.is_active and user.has_perm("actions.view_provideraction")),
+    "the permission to see actions at the provider (actions.view_provideraction)",
+)
+# Confirming or cancelling an action also needs seeing it, as on its page.
+AUDIT_ACT = Need(ACT, AUDIT.check, AUDIT.permission)

@@ -9,11 +9,11 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.http.response import HttpResponseBase
-from django.urls import URLPattern, path, re_path
+from django.urls import URLPattern, include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 
-from dashboard.api import deliveries, error_groups, incidents, problems, streams
+from dashboard.api import actions, deliveries, error_groups, incidents, problems, streams
 from dashboard.api.security import PerTokenThrottle, TokenOrSession, docs_access
 
 ERROR_STATUSES = {
@@ -55,7 +55,7 @@ api = DashboardApi(
     docs_decorator=docs_access,
 )
 problems.install(api)
-for module in (deliveries, streams, error_groups, incidents):
+for module in (deliveries, streams, error_groups, incidents, actions):
     api.add_router("", module.router)
 
 
@@ -79,8 +79,8 @@ def not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
     return problems.problem_response(request, 404, "No such endpoint; see /api/v1/docs.", kind="not-found")
 
 
-patterns, app_name, namespace = api.urls
+patterns, _app_name, _namespace = api.urls
 for pattern in patterns:
     if isinstance(pattern, URLPattern):
         pattern.callback = _problem_for_not_allowed(pattern.callback)
-urlpatterns = [path("", (patterns, app_name, namespace)), re_path(r"^(?P<rest>.*)$", not_found)]
+urlpatterns = [path("", include((patterns, "api"), namespace="api")), re_path(r"^(?P<rest>.*)$", not_found)]

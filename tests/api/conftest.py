@@ -12,6 +12,8 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.actions.models import ProviderAction
+from dashboard.actions.services import prepare_replay
 from dashboard.alerts.models import AlertRule, Incident, TargetKind
 from dashboard.api.tokens import create_token
 from dashboard.deliveries.models import Delivery
@@ -52,6 +54,7 @@ class World:
     delivery: Delivery
     incident: Incident
     group_id: int
+    action: ProviderAction
 
 
 @pytest.fixture
@@ -71,4 +74,6 @@ def world(db: None) -> World:
         rule=rule, target_kind=TargetKind.STREAM, target_key=STREAM, stream_id=STREAM, summary="stream orders failing",
         opened_at=now, last_holding_at=now, message_id="<i1@example.com>",
     )
-    return World(failing, incident, failing.error_group_id)
+    requester = make_user("requester", staff=True)
+    action = prepare_replay(requester, Delivery.objects.filter(pk=failing.pk), scope="Replay one delivery")
+    return World(failing, incident, failing.error_group_id, action)

@@ -19,7 +19,7 @@ from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
-READ, WRITE = "read", "write"
+READ, WRITE, AUDIT, ACT = "read", "incident change", "action read", "action at the provider"
 # Every operation of the API: (method, path template, kind). A test below checks the list against the document.
 ENDPOINTS = [
     ("get", "/api/v1/deliveries", READ),
@@ -33,6 +33,10 @@ ENDPOINTS = [
     ("post", "/api/v1/incidents/{incident_id}/acknowledge", WRITE),
     ("post", "/api/v1/incidents/{incident_id}/notes", WRITE),
     ("post", "/api/v1/incidents/{incident_id}/resolve", WRITE),
+    ("post", "/api/v1/actions/replays", ACT),
+    ("get", "/api/v1/actions/{action_id}", AUDIT),
+    ("post", "/api/v1/actions/{action_id}/confirm", ACT),
+    ("post", "/api/v1/actions/{action_id}/cancel", ACT),
 ]
 
 
@@ -84,33 +88,36 @@ def _no_role_token() -> Client:
     return bearer(token_for(make_user("nobody", role=None), ["read", "act"]))
 
 
-# caller: (make the client, status for a read, status for an incident change)
-CALLERS: dict[str, tuple[Callable[[], Client], int, int]] = {
-    "anonymous": (_anonymous, 401, 401),
-    "viewer": (_viewer, 200, 403),
-    "staff without the action permission": (_staff_without_act, 200, 200),
-    "staff": (_staff, 200, 200),
-    "token read, staff user": (_token(["read"]), 200, 403),
-    "token act only, staff user": (_token(["act"]), 403, 200),
-    "token read+act, viewer user": (_token(["read", "act"], staff=False), 200, 403),
-    "token read+act, user without a role": (_no_role_token, 403, 403),
-    "token read+act, staff user": (_token(["read", "act"]), 200, 200),
-    "expired token": (_expired, 401, 401),
-    "revoked token": (_revoked, 401, 401),
+# caller: (make the client, {kind: status})
+CALLERS: dict[str, tuple[Callable[[], Client], dict[str, int]]] = {
+    "anonymous": (_anonymous, {READ: 401, WRITE: 401, AUDIT: 401, ACT: 401}),
+    "viewer": (_viewer, {READ: 200, WRITE: 403, AUDIT: 403, ACT: 403}),
+    "staff without the action permission": (_staff_without_act, {READ: 200, WRITE: 200, AUDIT: 403, ACT: 403}),
+    "staff": (_staff, {READ: 200, WRITE: 200, AUDIT: 200, ACT: 200}),
+    "token read, staff user": (_token(["read"]), {READ: 200, WRITE: 403, AUDIT: 200, ACT: 403}),
+    "token act only, staff user": (_token(["act"]), {READ: 403, WRITE: 200, AUDIT: 403, ACT: 200}),
+    "token read+act, viewer user": (_token(["read", "act"], staff=False), {READ: 200, WRITE: 403, AUDIT: 403, ACT: 403}),
+    "token read+act, user without a role": (_no_role_token, {READ: 403, WRITE: 403, AUDIT: 403, ACT: 403}),
+    "token read+act, staff user": (_token(["read", "act"]), {READ: 200, WRITE: 200, AUDIT: 200, ACT: 200}),
+    "expired token": (_expired, {READ: 401, WRITE: 401, AUDIT: 401, ACT: 401}),
+    "revoked token": (_revoked, {READ: 401, WRITE: 401, AUDIT: 401, ACT: 401}),
 }
 
 
 def _url(template: str, world: World) -> str:
     return template.format(
-        delivery_id=world.delivery.pk, stream_id=STREAM, group_id=world.group_id, incident_id=world.incident.pk
+        delivery_id=world.delivery.pk, stream_id=STREAM, group_id=world.group_id, incident_id=world.incident.pk,
+        action_id=world.action.pk,
     )
 
 
 def _call(client: Client, method: str, url: str) -> Any:
     if method == "post":
-        body = {"text": "looking"} if url.endswith("/notes") else {}
-        # A session's POST must carry the CSRF token, as the pages' forms do.
-        client.handler.enforce_csrf_checks = False
+        body: dict[str, Any] = {}
+        if url.endswith("/notes"):
+            body = {"text": "looking"}
+        elif url.endswith("/replays"):
+            body = {"filters": {"status": "failing"}}
         return client.post(url, body, content_type="application/json")
     return client.get(url)
 
@@ -118,9 +125,9 @@ def _call(client: Client, method: str, url: str) -> Any:
 @pytest.mark.parametrize("caller", list(CALLERS))
 @pytest.mark.parametrize(("method", "template", "kind"), ENDPOINTS)
 def test_it_allows_what_the_pages_allow(world: World, caller: str, method: str, template: str, kind: str) -> None:
-    make, read_status, write_status = CALLERS[caller]
+    make, statuses = CALLERS[caller]
     response = _call(make(), method, _url(template, world))
-    expected = read_status if kind == READ else write_status
+    expected = statuses[kind]
     assert response.status_code == expected, response.content
     if expected != 200:
         assert response["Content-Type"] == "application/problem+json"

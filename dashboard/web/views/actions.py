@@ -71,6 +71,14 @@ def _describe_filters(query: QueryDict) -> str:
     return ", ".join(parts) if parts else "no filter (every stored delivery)"
 
 
+def filter_replay_scope(query: QueryDict) -> str:
+    """The confirmation's sentence for a replay of a list filter (the pages' and the API's)."""
+    return (
+        f"Replay the deliveries matching {_describe_filters(query)}, "
+        f"as the filter read at {timezone.now():%Y-%m-%d %H:%M:%S} UTC"
+    )
+
+
 @viewer_required
 @require_POST
 def replay_prepare(request: HttpRequest) -> HttpResponse:
@@ -98,10 +106,7 @@ def replay_prepare(request: HttpRequest) -> HttpResponse:
             return render(request, "web/action_refused.html", {"title": title, "errors": form_errors(form)}, status=400)
         selected = form.filtered(Delivery.objects.all())
         filters = query.urlencode()
-        scope = (
-            f"Replay the deliveries matching {_describe_filters(query)}, "
-            f"as the filter read at {timezone.now():%Y-%m-%d %H:%M:%S} UTC"
-        )
+        scope = filter_replay_scope(query)
     try:
         action = services.prepare_replay(request.user, selected, scope=scope, filters=filters)
     except services.ActionRefused as exc:

@@ -1,0 +1,106 @@
+"""Actions at the provider: prepare a replay of the deliveries list's filters (a draft, with its count and
+scope), confirm it, follow its progress, cancel it. Through `actions.services`, with the pages' permission
+(`actions.act_at_provider` and PROVIDER_WRITES) and their rules: nothing is sent before the confirmation,
+a draft expires after ACTION_CONFIRM_MINUTES, and confirming twice queues the action once."""
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, QueryDict
+from ninja import Router
+
+from dashboard.actions import services
+from dashboard.actions.models import ActionState, ItemState, ProviderAction
+from dashboard.actions.tasks import run_action_task
+from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
+from dashboard.api.schemas import ActionChangeOut, ActionOut, ReplayIn
+from dashboard.api.security import allow
+from dashboard.api.tokens import ACT_AT_PROVIDER, AUDIT, AUDIT_ACT, Need
+from dashboard.deliveries.models import Delivery
+from dashboard.text import visible
+from dashboard.web.forms import DeliveryFilterForm
+from dashboard.web.views.actions import filter_replay_scope
+
+router = Router(tags=["actions"])
+
+ITEMS_SHOWN = 200
+# The list's filters that select deliveries (its page positions and order do not change which).
+REPLAY_FILTERS = [name for name in DeliveryFilterForm.base_fields if name not in ("after", "before", "order")]
+
+
+def _out(action: ProviderAction) -> dict[str, Any]:
+    counts = action.items.counts()
+    return {
+        "id": action.pk, "kind": action.kind, "state": action.state, "scope": action.scope,
+        "filters": action.filters, "stream_id": action.stream_id, "requested_by": action.requested_by_name,
+        "created_at": action.created_at,
+        "confirm_before": action.confirm_deadline() if action.state == ActionState.DRAFT else None,
+        "confirmed_at": action.confirmed_at, "started_at": action.started_at, "finished_at": action.finished_at,
+        "cancel_requested_at": action.cancel_requested_at, "target_count": action.target_count,
+        "done": sum(n for state, n in counts.items() if state not in (ItemState.PENDING, ItemState.SENDING)),
+        "counts": counts, "answer": action.answer, "items": list(action.items.all()[:ITEMS_SHOWN]),
+    }
+
+
+def _action(request: HttpRequest, action_id: int, need: Need = AUDIT) -> ProviderAction:
+    # Seeing an action is the audit's permission, as on its page.
+    allow(request, need)
+    action = ProviderAction.objects.filter(pk=action_id).first()
+    if action is None:
+        raise Http404("No action with this number.")
+    return action
+
+
+@router.post("/actions/replays", response=ActionChangeOut, summary="Prepare a replay of the list's filters")
+def replay_prepare(request: HttpRequest, body: ReplayIn) -> dict[str, Any]:
+    """A draft: nothing is sent until `confirm`. Refused (400) when the filters match nothing, more than
+    REPLAY_MAX_DELIVERIES, or deliveries of several sources."""
+    caller = allow(request, ACT_AT_PROVIDER)
+    refuse_unknown(request, [])
+    unknown = sorted(set(body.filters) - set(REPLAY_FILTERS))
+    if unknown:
+        names = ", ".join(visible(name)[:60] for name in unknown[:10])
+        raise Problem(400, f"Unknown filter: {names}.", kind="unknown-parameter")
+    query = QueryDict(mutable=True)
+    for name, value in body.filters.items():
+        query[name] = value
+    form = DeliveryFilterForm(query)
+    if not form.is_valid():
+        raise bad_parameters(form)
+    try:
+        action = services.prepare_replay(
+            caller.user, form.filtered(Delivery.objects.all()), scope=filter_replay_scope(query),
+            filters=query.urlencode(), by=caller.actor,
+        )
+    except services.ActionRefused as exc:
+        raise Problem(400, str(exc), kind="action-refused") from exc
+    return {"changed": True, "action": _out(action)}
+
+
+@router.get("/actions/{int:action_id}", response=ActionOut, summary="An action and its progress")
+def action_detail(request: HttpRequest, action_id: int) -> dict[str, Any]:
+    refuse_unknown(request, [])
+    return _out(_action(request, action_id))
+
+
+@router.post("/actions/{int:action_id}/confirm", response=ActionChangeOut, summary="Confirm a prepared action")
+def action_confirm(request: HttpRequest, action_id: int) -> dict[str, Any]:
+    """Queues the action once: a repeat answers `changed: false`. A draft past its deadline is refused (400)."""
+    allow(request, ACT_AT_PROVIDER)
+    refuse_unknown(request, [])
+    action = _action(request, action_id, AUDIT_ACT)
+    try:
+        changed = services.confirm(action, queue=run_action_task.delay)
+    except services.ActionRefused as exc:
+        raise Problem(400, str(exc), kind="action-refused") from exc
+    return {"changed": changed, "action": _out(action)}
+
+
+@router.post("/actions/{int:action_id}/cancel", response=ActionChangeOut, summary="Cancel an action")
+def action_cancel(request: HttpRequest, action_id: int) -> dict[str, Any]:
+    """A draft is closed and sends nothing; a running replay stops before its next delivery."""
+    allow(request, ACT_AT_PROVIDER)
+    refuse_unknown(request, [])
+    action = _action(request, action_id, AUDIT_ACT)
+    before = action.state, action.cancel_requested_at
+    services.cancel(action)
+    return {"changed": (action.state, action.cancel_requested_at) != before, "action": _out(action)}
