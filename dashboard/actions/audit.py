@@ -12,8 +12,8 @@ their re-send and "Recovered N of N". The `missing_blocks` alert condition reads
 
 What is sampled, per stream:
 - the previous UTC day, from the stream's first stored delivery on (before it the stream may not have existed),
-  audited once the whole day is older than SETTLE plus the slowest finality of the stream's chains: every sampled
-  block's deliveries, the confirmed one too, have been made and polled;
+  audited once the whole day is older than SETTLE plus the slowest finality of the stream's chains, before now and
+  before the source's last poll: every sampled block's deliveries, the confirmed one too, have been made and polled;
 - leaving out the stream's maintenance windows (it owes nothing then) and its outage windows (a provider status, a
   marked reload: those stretches are searched whole by a scan);
 - leaving out blocks any scan or audit of the stream previewed already, and the ranges of its scans not finished:
@@ -151,11 +151,16 @@ def _plan_one(stream: Stream, start: datetime, end: datetime, now: datetime, per
     assert stream.first_delivery_at is not None  # skip_reason
     chains = check_previewable(stream)
     finality = max((c.finality_seconds for c in map(find_chain, chains) if c is not None), default=0)
-    if now - SETTLE - timedelta(seconds=finality) < end:
+    # Polled up to: every record dated up to `synced_through` is stored, and a poll that succeeded found nothing
+    # newer than its moment. A block whose deliveries the poll has not had time to store is not missing.
+    marks = [m for m in (stream.source.synced_through, stream.source.last_success_at) if m is not None]
+    if not marks:
+        return "Its source has not been polled yet: there is no history to compare with."
+    if min(now, max(marks)) - SETTLE - timedelta(seconds=finality) < end:
         # The whole day or nothing: an audit made now could not sample the day's last blocks.
         return (f"The audited day's last blocks are not final and polled yet (the slowest finality of the stream's "
-                f"chains, {finality} s, plus {int(SETTLE.total_seconds() // 60)} min); the audit tries again at its "
-                "next run.")
+                f"chains, {finality} s, plus {int(SETTLE.total_seconds() // 60)} min, before the last poll); the "
+                "audit tries again at its next run.")
     begins = max(start, stream.first_delivery_at)
     if end <= begins:
         return "The stream's first stored delivery came after the audited day: nothing of it to sample."
