@@ -29,6 +29,9 @@ from dashboard.alerts.tasks import dispatch_due
 from dashboard.text import visible
 from dashboard.times import iso_minutes
 
+# A missing-blocks rule's shortest window: the completeness audit's finds come once a day.
+MISSING_MIN_WINDOW = 1440
+
 
 class AlertRuleForm(forms.ModelForm):
     class Meta:
@@ -67,6 +70,12 @@ class AlertRuleForm(forms.ModelForm):
             raise ValidationError(
                 {"scope": "The poller-stale condition watches every source; choose Everything."}
             )
+        if data.get("condition") == Condition.MISSING_BLOCKS and (data.get("window_minutes") or 0) < MISSING_MIN_WINDOW:
+            raise ValidationError({"window_minutes": (
+                f"Missing blocks: at least {MISSING_MIN_WINDOW} minutes (a day). The completeness audit runs once a "
+                "day, and a block found longer ago than the window no longer holds the incident open, recovered or "
+                "not."
+            )})
         if data.get("scope") != Scope.ALL and not data.get("scope_value"):
             raise ValidationError({"scope_value": "Name the stream id, tag or webhook URL the rule is for."})
         return data

@@ -13,6 +13,7 @@ from django.core import mail as outbox
 
 from dashboard.actions.models import BlockScan, PreviewedBlock, ScanState
 from dashboard.alerts import conditions, evaluate
+from dashboard.alerts.admin import AlertRuleForm
 from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Condition, Scope, TargetKind
 from dashboard.deliveries.models import OutageWindow, Stream, WindowKind
@@ -82,3 +83,13 @@ def test_the_mail_names_the_missing_blocks_with_the_page_to_resend_them_from() -
     assert f"  block 101 on chain 0x1: {settings.SITE_URL.rstrip('/')}/windows/{scan.window_id}/\n" in body
     html = mail.alternatives[0][0]  # type: ignore[attr-defined]
     assert f"/windows/{scan.window_id}/\">block 101</a> on chain 0x1" in html
+
+
+def test_the_rule_form_asks_a_window_of_a_day_at_least() -> None:
+    data = {"name": "Missing blocks", "enabled": True, "scope": Scope.ALL, "condition": Condition.MISSING_BLOCKS,
+            "window_minutes": 15, "threshold_percent": 50, "min_deliveries": 10, "latency_seconds": 60,
+            "quiet_probability": 0.001, "consecutive_failures": 5, "stale_minutes": 10, "grace_minutes": 10,
+            "cooldown_minutes": 30, "digest": "off"}
+    form = AlertRuleForm(data)
+    assert not form.is_valid() and "at least 1440 minutes (a day)" in form.errors["window_minutes"][0]
+    assert AlertRuleForm({**data, "window_minutes": 1500}).is_valid()
