@@ -22,6 +22,9 @@ class TokenOrSession(HttpBearer):
     """`Authorization: Bearer sdt_…`, else the session. Never logs the header (ninja's own bearer logs an
     unexpected one in DEBUG)."""
 
+    # Tells the docs page (Swagger UI) to send the CSRF token with a session's POST.
+    csrf = True
+
     def __call__(self, request: HttpRequest) -> Caller | None:
         header = request.headers.get("Authorization")
         if header:

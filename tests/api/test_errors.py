@@ -145,6 +145,8 @@ def test_the_docs_need_a_login(db: None) -> None:
     assert page.status_code == 200
     # Served from the dashboard's own static files: the CSP allows scripts from no other host.
     assert b"/static/ninja/swagger-ui-bundle" in page.content and b"cdn." not in page.content
+    # A session's POST from the docs carries the CSRF token.
+    assert b'data-api-csrf="true"' in page.content
     nobody = Client()
     nobody.force_login(make_user("nobody", role=None))
     assert nobody.get("/api/v1/docs").status_code == 403
