@@ -30,6 +30,7 @@ runs through the same loop, the same checkpoint and the same day's budget; meeti
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -110,10 +111,24 @@ def prepare_scan(user: Any, window: OutageWindow, *, now: datetime | None = None
     oldest = now - timedelta(days=int(settings.HISTORY_RETENTION_DAYS))
     if window.end is not None and window.end < oldest:
         raise WindowRefused("This window ended before the oldest history kept here: there is nothing to compare with.")
-    end = window.end if window.end is not None else now - SETTLE
-    if end <= window.start:
-        raise WindowRefused("This window is too recent: its blocks' deliveries may not be polled yet. "
-                            f"Try again in {int(SETTLE.total_seconds() // 60)} minutes.")
+    # Blocks count as received once a delivery of them is stored: only blocks whose deliveries the poll has had time
+    # to store (SETTLE before its last success) can be called missing, else a re-send would deliver them twice.
+    # Polled up to: every record dated up to `synced_through` is stored, and a poll that succeeded found nothing newer
+    # than its moment (a quiet source's records stop early).
+    source = stream.source
+    marks = [m for m in (source.synced_through, source.last_success_at) if m is not None]
+    if not marks:
+        raise WindowRefused("This stream's source has not been polled yet: there is no history to compare with.")
+    polled = max(marks)
+    settled = min(now, polled) - SETTLE
+    end = window.end if window.end is not None else settled
+    if end > settled or end <= window.start:
+        wait = max(1, math.ceil((end - settled).total_seconds() / 60)) if end > settled else int(
+            SETTLE.total_seconds() // 60)
+        raise WindowRefused(
+            f"This window is too recent: its blocks' deliveries may not be polled yet (the last poll was "
+            f"{polled:%Y-%m-%d %H:%M:%S} UTC). Try again in {wait} minute{'s' if wait != 1 else ''}, after a poll."
+        )
     ranges = chain_ranges(stream, window.start, end, now=now)
     planned = sum(r.blocks for r in ranges)
     cap = int(settings.BLOCK_PREVIEW_PER_REQUEST)

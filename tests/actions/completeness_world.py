@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from dashboard.actions import block_scan
 from dashboard.deliveries.models import Stream
 from dashboard.polling.stream_sync import sync_streams
 from dashboard.polling.walks import poll
@@ -45,6 +46,17 @@ class World:
         ahead = datetime.now(UTC).timestamp() + 1 - self.sim.world.clock.timestamp()
         if ahead > 0:
             self.sim.world.clock.advance(ahead)
+
+    def settle(self, end: datetime | None) -> None:
+        """Move the simulator's clock SETTLE and a minute and a half past `end` (a window's) and poll: the records of
+        the window's last blocks are then stored and newer ones too (the poll's synced-through point is its newest
+        record), so a scan may call a block missing."""
+        if end is None:
+            return
+        ahead = (end + block_scan.SETTLE).timestamp() + 90 - self.sim.world.clock.timestamp()
+        if ahead > 0:
+            self.sim.world.clock.advance(ahead)
+        self.poll()
 
     def reload(self) -> tuple[Any, datetime, datetime]:
         [(swaps, begins, ends)] = truth.reloads(self.sim.world)

@@ -25,6 +25,7 @@ def staff(db: None) -> User:
 
 
 def scan_of(world: World, staff: User, window: OutageWindow) -> BlockScan:
+    world.settle(window.end)
     scan = block_scan.prepare_scan(staff, window, now=world.now)
     assert block_scan.confirm_scan(scan, queue=lambda pk: None)
     return scan
@@ -172,8 +173,14 @@ def test_bad_windows_are_refused_with_a_message(world: World, staff: User, setti
     bare = Stream.objects.create(source=world.source, stream_id="0d3c1f7e-0000-4000-8000-000000000001")
     with pytest.raises(completeness.WindowRefused, match="chains are not known"):
         completeness.mark_window(bare, now - timedelta(hours=1), now - timedelta(minutes=30), "", "x", now=now)
-    # More previews than one scan may spend.
+    # A window that ended less than SETTLE before the last poll: its last blocks' deliveries may not be stored yet,
+    # and a block called missing then re-sent would be delivered twice.
     _, window = reload_window(world)
+    assert window.end is not None and window.end > world.now - block_scan.SETTLE
+    with pytest.raises(completeness.WindowRefused, match="too recent: its blocks' deliveries may not be polled yet"):
+        block_scan.prepare_scan(staff, window, now=world.now)
+    # More previews than one scan may spend.
+    world.settle(window.end)
     settings.BLOCK_PREVIEW_PER_REQUEST = 5
     with pytest.raises(completeness.WindowRefused, match="BLOCK_PREVIEW_PER_REQUEST"):
         block_scan.prepare_scan(staff, window, now=world.now)

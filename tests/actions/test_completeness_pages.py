@@ -4,11 +4,14 @@ and the permissions hold."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from dashboard.actions import block_scan
 from dashboard.actions.models import BlockScan, ProviderAction, ScanState
 from dashboard.deliveries.models import OutageWindow
 from tests.actions.completeness_world import World
@@ -26,8 +29,12 @@ def iso(moment: Any) -> str:
 
 
 def test_find_resend_and_verify_from_the_pages(
-    world: World, eager_tasks: None, django_capture_on_commit_callbacks: Any
+    world: World, eager_tasks: None, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The scenario's address reload ended four minutes before the world's start, which is now: the pages scan it
+    # once its deliveries have had 30 s to be polled (the real settling time is tested in test_block_scan).
+    monkeypatch.setattr(block_scan, "SETTLE", timedelta(seconds=30))
+    world.settle(world.reload()[2])
     client = staff_client(make_user("operator", role="Staff"))
     treasury = world.stream("treasury-wallets")
     page = client.get(treasury.get_absolute_url()).content.decode()
