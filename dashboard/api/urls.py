@@ -17,12 +17,12 @@ from dashboard.api import actions, deliveries, error_groups, incidents, problems
 from dashboard.api.security import PerTokenThrottle, TokenOrSession, docs_access
 
 ERROR_STATUSES = {
-    "400": "Bad or unknown parameters",
-    "401": "No token, or a bad one (`WWW-Authenticate: Bearer`)",
-    "403": "The token lacks the scope, or its user the permission (named in `detail`)",
-    "404": "Not found",
-    "429": "Rate limit (`Retry-After`)",
-    "500": "Internal error (the request id only)",
+    400: "Bad or unknown parameters",
+    401: "No token, or a bad one (`WWW-Authenticate: Bearer`)",
+    403: "The token lacks the scope, or its user the permission (named in `detail`)",
+    404: "Not found",
+    429: "Rate limit (`Retry-After`)",
+    500: "Internal error (the request id only)",
 }
 
 

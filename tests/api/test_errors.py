@@ -134,6 +134,10 @@ def test_the_openapi_document_is_valid_3_1(client: Client) -> None:
         assert ref in schemas, ref
     assert set(document["components"]["securitySchemes"]) >= {"TokenOrSession"}
     assert api.get_openapi_schema(path_prefix="/api/v1/")["openapi"] == document["openapi"]
+    from openapi_spec_validator import validate
+    from openapi_spec_validator.validation import OpenAPIV31SpecValidator
+
+    validate(document, cls=OpenAPIV31SpecValidator)
 
 
 def test_the_docs_need_a_login(db: None) -> None:
