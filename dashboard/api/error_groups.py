@@ -1,49 +1,90 @@
-"""Error groups: failures grouped by their message template, most recently seen first."""
-
+"""Error groups: the Error groups page's rows (`web.views.errors.error_group_entries`, filtered by its form,
+`ErrorGroupsForm`): the groups failing in a window, most failures first, with where they happened."""
 
 from typing import Any
 
-from django.db.models import Q
-from django.http import Http404, HttpRequest
-from ninja import Query, Router
+from django.http import Http404, HttpRequest, QueryDict
+from ninja import Field, Query, Router, Schema
+from pydantic import create_model
 
 from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, int_cursor, next_url, on_replica, read_int_cursor
-from dashboard.api.problems import refuse_unknown
+from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
 from dashboard.api.schemas import ErrorGroupOut, ErrorGroupPage
 from dashboard.api.security import allow
 from dashboard.api.tokens import VIEW
 from dashboard.deliveries.models import ErrorGroup
+from dashboard.web.forms import ErrorGroupsForm
+from dashboard.web.views.errors import error_group_entries
 
 router = Router(tags=["error groups"])
 
+_FORM_FIELDS = list(ErrorGroupsForm.base_fields)
+ErrorGroupFilters: type[Schema] = create_model(  # type: ignore[call-overload]
+    "ErrorGroupFilters",
+    __base__=Schema,
+    **{
+        name: (str | None, Field(None, description=str(ErrorGroupsForm.base_fields[name].label or name)))
+        for name in _FORM_FIELDS
+    },
+)
 
-@router.get("/error-groups", response=ErrorGroupPage, summary="Error groups, last seen first")
+
+@router.get("/error-groups", response=ErrorGroupPage, summary="Error groups failing in a window (default 7 days)")
 @on_replica
 def error_group_list(
     request: HttpRequest,
+    filters: Query[ErrorGroupFilters],  # type: ignore[valid-type]
     limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
     cursor: str = Query("", max_length=60, description="`next_cursor` of the previous page"),
 ) -> dict[str, Any]:
     allow(request, VIEW)
-    refuse_unknown(request, ["limit", "cursor"])
-    qs = ErrorGroup.objects.order_by("-last_seen", "-id")
+    refuse_unknown(request, [*_FORM_FIELDS, "limit", "cursor"])
+    data = QueryDict(mutable=True)
+    for name in _FORM_FIELDS:
+        data.setlist(name, request.GET.getlist(name))
+    form = ErrorGroupsForm(data)
+    if not form.is_valid():
+        raise bad_parameters(form)
+    entries, _step = error_group_entries(form.cleaned_data)
+    start = 0
     position = read_int_cursor(cursor)
     if position is not None:
-        seen, pk = position
-        qs = qs.filter(Q(last_seen__lt=seen) | Q(last_seen=seen, id__lt=pk))
-    rows = list(qs[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = int_cursor(rows[-1].last_seen, rows[-1].pk) if rows and more else None
-    return {"items": rows, "next_cursor": next_cursor, "next": next_url(request, next_cursor)}
+        # The page's order (most failures first) is computed whole; the cursor names the last group shown.
+        ids = [entry["group"].pk for entry in entries]
+        if position[1] not in ids:
+            raise Problem(400, "cursor: the list changed since this cursor; start again without it.",
+                          kind="invalid-parameter")
+        start = ids.index(position[1]) + 1
+    shown = entries[start : start + limit]
+    more = start + limit < len(entries)
+    items = [
+        {
+            **_group(entry["group"]),
+            "failures": entry["stats"].total,
+            "streams": sorted(entry["stats"].streams),
+            "tags": sorted(entry["stats"].tags),
+            "webhook_urls": sorted(entry["stats"].urls),
+        }
+        for entry in shown
+    ]
+    last = shown[-1]["group"] if shown else None
+    next_cursor = int_cursor(last.last_seen, last.pk) if last is not None and more else None
+    return {"items": items, "next_cursor": next_cursor, "next": next_url(request, next_cursor)}
+
+
+def _group(group: ErrorGroup) -> dict[str, Any]:
+    return {
+        "id": group.pk, "template": group.template, "first_seen": group.first_seen, "last_seen": group.last_seen,
+        "delivery_count": group.delivery_count,
+    }
 
 
 @router.get("/error-groups/{int:group_id}", response=ErrorGroupOut, summary="One error group")
 @on_replica
-def error_group_detail(request: HttpRequest, group_id: int) -> ErrorGroup:
+def error_group_detail(request: HttpRequest, group_id: int) -> dict[str, Any]:
     allow(request, VIEW)
     refuse_unknown(request, [])
     group = ErrorGroup.objects.filter(pk=group_id).first()
     if group is None:
         raise Http404("No error group with this id.")
-    return group
+    return _group(group)

@@ -136,8 +136,15 @@ class ErrorGroupOut(Schema):
     delivery_count: int
 
 
+class ErrorGroupInWindow(ErrorGroupOut):
+    failures: int
+    streams: list[str]
+    tags: list[str]
+    webhook_urls: list[str]
+
+
 class ErrorGroupPage(Page):
-    items: list[ErrorGroupOut]
+    items: list[ErrorGroupInWindow]
 
 
 class IncidentOut(Schema):

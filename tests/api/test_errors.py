@@ -32,7 +32,7 @@ def _problem(response: Any, status: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "url", ["/api/v1/deliveries?limitt=5", "/api/v1/streams?x=1", "/api/v1/incidents?after=abc",
-            "/api/v1/error-groups?stream=abc"],
+            "/api/v1/error-groups?streams=abc"],
 )
 def test_an_unknown_parameter_is_refused_by_name(client: Client, url: str) -> None:
     body = _problem(client.get(url), 400)

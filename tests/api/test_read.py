@@ -109,7 +109,8 @@ def test_streams_list_and_detail(world: World, client: Client) -> None:
 
 def test_error_groups_and_incidents(world: World, client: Client) -> None:
     [group] = client.get("/api/v1/error-groups").json()["items"]
-    assert group["id"] == world.group_id and group["delivery_count"] == 2
+    assert group["id"] == world.group_id and group["delivery_count"] == 2 and group["failures"] == 2
+    assert group["streams"] == [STREAM] and group["tags"] == ["orders"]
     assert client.get(f"/api/v1/error-groups/{world.group_id}").json()["template"] == group["template"]
     incidents = client.get("/api/v1/incidents?state=open").json()["items"]
     assert [i["id"] for i in incidents] == [world.incident.pk]
@@ -128,3 +129,18 @@ def test_incidents_walk_in_pages(world: World, client: Client) -> None:
         )
     walked = _walk(client, "/api/v1/incidents?limit=2")
     assert [i["id"] for i in walked] == list(Incident.objects.order_by("-opened_at", "-id").values_list("id", flat=True))
+
+
+@pytest.mark.parametrize("query", ["", "range=24h", "tag=orders", "tag=swaps&range=30d", "range=1h", "event=Transfer"])
+def test_error_groups_match_the_page_for_the_same_filters(many: None, client: Client, query: str) -> None:
+    store(make_source("second"), *[
+        history_record(date=timezone.now() - timedelta(hours=n + 2), error=f"timeout after {n} s", tag="swaps")
+        for n in range(5)
+    ])
+    page = Client()
+    page.force_login(make_user("vera"))
+    shown = page.get(f"/errors/?{query}")
+    assert shown.status_code == 200
+    expected = [(e["group"].pk, e["stats"].total) for e in shown.context["entries"]]
+    got = _walk(client, f"/api/v1/error-groups?{query}&limit=1".replace("?&", "?"))
+    assert [(g["id"], g["failures"]) for g in got] == expected

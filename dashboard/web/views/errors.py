@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, TypedDict
 
 from django.http import HttpRequest, HttpResponse
@@ -45,13 +46,9 @@ class ErrorGroupEntry(TypedDict):
     spark: Sparkline
 
 
-@viewer_required
-@reads_replica
-def error_groups(request: HttpRequest) -> HttpResponse:
-    form = ErrorGroupsForm(request.GET)
-    if not form.is_valid():
-        return bad_filters(request, form, title="Error groups", nav="errors")
-    data = form.cleaned_data
+def error_group_entries(data: dict[str, Any]) -> tuple[list[ErrorGroupEntry], timedelta]:
+    """The groups failing in an `ErrorGroupsForm`'s window and slice, most failures first, each with its spread and
+    sparkline, and the sparklines' step: the Error groups page's rows (and the API's)."""
     window = data["window"]
     event = data["event"]
     # Sparklines: about SPARK_BARS points across the window, hourly or wider.
@@ -90,6 +87,19 @@ def error_groups(request: HttpRequest) -> HttpResponse:
         points = [series[key].get(slot, 0) for slot in slots]
         entries.append({"group": group, "stats": spread, "spark": sparkline(points)})
     entries.sort(key=lambda e: (-e["stats"].total, -e["group"].last_seen.timestamp()))
+    return entries, step
+
+
+@viewer_required
+@reads_replica
+def error_groups(request: HttpRequest) -> HttpResponse:
+    form = ErrorGroupsForm(request.GET)
+    if not form.is_valid():
+        return bad_filters(request, form, title="Error groups", nav="errors")
+    data = form.cleaned_data
+    window = data["window"]
+    event = data["event"]
+    entries, step = error_group_entries(data)
     context = {
         "nav": "errors",
         "form": form,
