@@ -9,7 +9,6 @@ from django.http import Http404, HttpRequest, QueryDict
 from ninja import Field, Query, Router, Schema
 from pydantic import create_model
 
-from dashboard.actions.models import ReplayItem
 from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, next_url, on_replica
 from dashboard.api.problems import bad_parameters, refuse_unknown
 from dashboard.api.schemas import (
@@ -23,9 +22,9 @@ from dashboard.api.schemas import (
 from dashboard.api.security import allow
 from dashboard.api.tokens import VIEW
 from dashboard.deliveries.decoding import Value, decode_log, read_abi
-from dashboard.deliveries.models import Delivery, DeliveryChange
-from dashboard.web.attempts import attempt_history
+from dashboard.deliveries.models import Delivery
 from dashboard.web.forms import DeliveryFilterForm, encode_cursor
+from dashboard.web.views.deliveries import delivery_attempts
 
 router = Router(tags=["deliveries"])
 
@@ -76,25 +75,29 @@ def delivery_list(
 
 @router.get("/deliveries/{uuid:delivery_id}", response=DeliveryDetail, summary="One delivery")
 @on_replica
-def delivery_detail(request: HttpRequest, delivery_id: uuid.UUID) -> dict[str, Any]:
-    """The stored payload, its events decoded with the payload's own ABI, and the attempt history the
-    delivery page shows (stored retries and replays; the provider's logs are not read here)."""
+def delivery_detail(
+    request: HttpRequest,
+    delivery_id: uuid.UUID,
+    logs: bool = Query(False, description="Also read the provider's delivery logs of the block (costs requests "
+                       "to the provider), as the delivery page's `logs=1`"),
+) -> dict[str, Any]:
+    """The stored payload, its events decoded with the payload's own ABI, and the delivery page's attempt
+    history (`web.views.deliveries.delivery_attempts`)."""
     allow(request, VIEW)
-    refuse_unknown(request, [])
-    delivery = Delivery.objects.select_related("error_group").filter(pk=delivery_id).first()
+    refuse_unknown(request, ["logs"])
+    delivery = Delivery.objects.select_related("error_group", "source").filter(pk=delivery_id).first()
     if delivery is None:
         raise Http404("No delivery with this id is stored.")
-    replays = list(ReplayItem.objects.of_delivery(delivery.pk)[:50])
-    changes = list(DeliveryChange.objects.filter(delivery_id=delivery.pk).order_by("seen_at")[:100])
-    attempts = attempt_history(delivery, changes=changes, replays=replays, logs=None)
-    out = DeliveryOut.from_orm(delivery).dict()
+    history = delivery_attempts(delivery, read_logs=logs)
     return {
-        **out,
+        **DeliveryOut.from_orm(delivery).dict(),
         "block_time": delivery.block_time,
         "latency_ms": delivery.latency_ms,
         "payload": delivery.payload,
         "decoded_events": decoded_events(delivery.payload),
-        "attempts": [AttemptOut.from_orm(a) for a in attempts],
+        "attempts": [AttemptOut.from_orm(a) for a in history["attempts"]],
+        "logs_read": history["logs_read"],
+        "logs_error": history["logs_error"],
     }
 
 

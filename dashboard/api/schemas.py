@@ -65,6 +65,8 @@ class DeliveryDetail(DeliveryOut):
     payload: Any
     decoded_events: list[DecodedEvent]
     attempts: list[AttemptOut]
+    logs_read: bool
+    logs_error: str
 
 
 class PercentilesOut(Schema):

@@ -144,3 +144,12 @@ def test_error_groups_match_the_page_for_the_same_filters(many: None, client: Cl
     expected = [(e["group"].pk, e["stats"].total) for e in shown.context["entries"]]
     got = _walk(client, f"/api/v1/error-groups?{query}&limit=1".replace("?&", "?"))
     assert [(g["id"], g["failures"]) for g in got] == expected
+
+
+def test_a_delivery_reads_the_providers_logs_only_when_asked(source: Any, client: Client) -> None:
+    store(source, history_record(error="HTTP 502", retries=1))
+    item = client.get("/api/v1/deliveries").json()["items"][0]
+    assert client.get(f"/api/v1/deliveries/{item['id']}").json()["logs_read"] is False
+    detail = client.get(f"/api/v1/deliveries/{item['id']}?logs=true").json()
+    assert detail["logs_read"] is True and detail["logs_error"] == ""
+    assert client.get(f"/api/v1/deliveries/{item['id']}?logs=maybe").status_code == 400

@@ -198,13 +198,17 @@ def delivery_detail(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
 
 
 def _attempts_context(request: HttpRequest, delivery: Delivery) -> dict[str, Any]:
-    """The attempt history; the provider's logs are read only when asked for (`?logs=1`), as they cost
-    requests to the provider."""
+    return delivery_attempts(delivery, read_logs=request.GET.get("logs") == "1")
+
+
+def delivery_attempts(delivery: Delivery, *, read_logs: bool) -> dict[str, Any]:
+    """The attempt history (the page's and the API's); the provider's logs are read only when asked for
+    (`?logs=1`), as they cost requests to the provider."""
     replays = list(ReplayItem.objects.of_delivery(delivery.pk)[:50])
     changes = list(DeliveryChange.objects.filter(delivery_id=delivery.pk).order_by("seen_at")[:100])
     logs = None
     logs_error = ""
-    if request.GET.get("logs") == "1" and delivery.block_number is not None:
+    if read_logs and delivery.block_number is not None:
         try:
             logs = logs_of_block(
                 page_client(delivery.source, delivery.source.streams_base_url),
