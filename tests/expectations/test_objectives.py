@@ -213,7 +213,7 @@ def test_the_pages_show_the_budget(logged_in_client: Client) -> None:
     client = logged_in_client
     page = client.get("/streams/").content.decode()
     assert "Budget 30 d" in page
-    assert "overspent 20.0×" in page
+    assert "20.0× spent" in page
     stream_page = client.get(f"/streams/{STREAM}/").content.decode()
     assert 'id="objectives"' in stream_page
     assert "99.9 % delivered eventually" in stream_page

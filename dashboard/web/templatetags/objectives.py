@@ -28,9 +28,9 @@ def budget_class(left: object) -> str:
 
 @register.filter
 def budget_left(left: object) -> str:
-    """A budget left as a person reads it: "72 % left", "overspent 3.1×"."""
+    """A budget left as a person reads it: "72 % left", "3.1× spent" (overspent: spent 3.1 times over)."""
     if not isinstance(left, int | float):
         return "—"
     if left < 0:
-        return f"overspent {1 - left:.1f}×"
+        return f"{1 - left:.1f}× spent"
     return f"{100 * left:.0f} % left"
