@@ -53,11 +53,12 @@ def evaluate_rule(rule: AlertRule, now: datetime) -> list[int]:
     to_send: list[int] = []
     for key, observation in holding.items():
         incident = open_incidents.get(key)
-        if incident is not None:
-            # Still holding: whatever flapping happened inside the grace period is forgotten.
-            Incident.objects.filter(pk=incident.pk, resolved_at__isnull=True).update(
-                last_holding_at=now, clear_since=None
-            )
+        # Still holding: whatever flapping happened inside the grace period is forgotten. None updated: another
+        # evaluator (the sweep beside a poll's) resolved it since it was read, so the failures seen now open a new
+        # one at once instead of at the next sweep.
+        if incident is not None and Incident.objects.filter(pk=incident.pk, resolved_at__isnull=True).update(
+            last_holding_at=now, clear_since=None
+        ):
             continue
         if maintenance.covers(Target(observation.stream_id)):
             # Inside a maintenance window nothing new opens; an incident already open above stays open.

@@ -92,6 +92,9 @@ class StoreResult:
     # Deliveries that are failing and were not before: new rows that failed, and rows that went from
     # delivered to failing. What alert evaluation looks at.
     new_failures: int = 0
+    # Deliveries failing before and still failing after one more failed attempt (their retry count grew): a new
+    # failed attempt at the provider, which alert evaluation looks at too.
+    failed_retries: int = 0
 
     def add(self, other: StoreResult) -> None:
         self.inserted += other.inserted
@@ -99,6 +102,7 @@ class StoreResult:
         self.unchanged += other.unchanged
         self.rejected.extend(other.rejected)
         self.new_failures += other.new_failures
+        self.failed_retries += other.failed_retries
 
     @property
     def written(self) -> int:
@@ -190,6 +194,7 @@ class BatchChanges:
         self.written = 0
         self.inserted = 0
         self.new_failures = 0
+        self.failed_retries = 0
         self.group_delta: dict[int, int] = defaultdict(int)
         # The dates of the rows each group gained, and the groups that lost a row.
         self.gained: dict[int, tuple[datetime, datetime]] = {}
@@ -219,6 +224,7 @@ class BatchChanges:
                 self.group_delta[old.error_group_id] -= 1
                 self.lost.add(old.error_group_id)
             self.new_failures += failing and old.status == DeliveryStatus.DELIVERED
+            self.failed_retries += failing and old.status != DeliveryStatus.DELIVERED and row.retries > old.retries
             self._count(old, -1)
         seen = self.streams.get(row.stream_id)
         if seen is None:
@@ -250,6 +256,7 @@ class BatchChanges:
         result.inserted += self.inserted
         result.updated += self.written - self.inserted
         result.new_failures += self.new_failures
+        result.failed_retries += self.failed_retries
         apply_group_changes(
             cursor, self.group_delta, {g: span for g, span in self.gained.items() if g not in self.lost}
         )

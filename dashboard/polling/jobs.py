@@ -100,8 +100,11 @@ def _poll_source(source: Source) -> PollRun:
         # The rows just written changed the rollups: compute the estimate the pages read now, not on the
         # next page view.
         url_health.url_health_now(timezone.now())
-    if result.stored.new_failures:
-        failures_stored.send(sender=Source, source=source, count=result.stored.new_failures)
+    if result.stored.new_failures or result.stored.failed_retries:
+        # A retry that failed again is a new failed attempt: an incident of its stream that cleared meanwhile
+        # reopens now rather than at the next sweep.
+        failures_stored.send(sender=Source, source=source,
+                             count=result.stored.new_failures + result.stored.failed_retries)
     if synced is not None and synced.changed:
         stream_status_changed.send(sender=Source, source=source, changed=synced.changed)
     return PollRun(source, result=result, outcome="ok" if result.complete else "incomplete")
