@@ -59,16 +59,20 @@ for module in (deliveries, streams, error_groups, incidents, actions):
     api.add_router("", module.router)
 
 
-def _problem_for_not_allowed(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+def _api_view(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """A method the path does not take answers a problem too; no answer is kept by a cache (they hold what
+    a token may read)."""
+
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         response = view(request, *args, **kwargs)
         if isinstance(response, HttpResponseNotAllowed):
             allowed = response["Allow"]
-            return problems.problem_response(
+            response = problems.problem_response(
                 request, 405, f"{request.method} is not allowed here; use {allowed}.",
                 headers={"Allow": allowed},
             )
+        response.setdefault("Cache-Control", "private, no-store")
         return response
 
     return wrapped
@@ -82,5 +86,5 @@ def not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
 patterns, _app_name, _namespace = api.urls
 for pattern in patterns:
     if isinstance(pattern, URLPattern):
-        pattern.callback = _problem_for_not_allowed(pattern.callback)
+        pattern.callback = _api_view(pattern.callback)
 urlpatterns = [path("", include((patterns, "api"), namespace="api")), re_path(r"^(?P<rest>.*)$", not_found)]

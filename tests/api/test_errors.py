@@ -64,6 +64,11 @@ def test_401_without_a_token_or_with_a_bad_one(db: None) -> None:
         assert response["WWW-Authenticate"].startswith("Bearer")
 
 
+def test_no_answer_is_cached(client: Client, world: World) -> None:
+    for url in ("/api/v1/streams", f"/api/v1/incidents/{world.incident.pk}", "/api/v1/nothing"):
+        assert "no-store" in client.get(url)["Cache-Control"]
+
+
 def test_404_405_and_unknown_paths(client: Client, world: World) -> None:
     _problem(client.get("/api/v1/incidents/999999"), 404)
     _problem(client.get("/api/v1/deliveries/00000000-0000-0000-0000-000000000000"), 404)
