@@ -268,7 +268,10 @@ def test_the_audits_window_page_lists_what_it_found_and_offers_the_resend_and_th
     assert refused.status_code == 400 and "mark a window" in refused.content.decode()
     stream = world.stream(SWAPS)
     page = staff_client.get(stream.get_absolute_url()).content.decode()
-    assert "completeness audit of" in page and "Completeness audit:" not in page
+    # Listed apart from the outage windows (an audit is not one), with what it previewed.
+    assert f'class="js-audit">{scan.window.start:%Y-%m-%d} UTC</a>' in page
+    assert f"{scan.planned} of {scan.planned}" in page and "No outage window" in page
+    assert "Completeness audit:" not in page
     Stream.objects.filter(pk=stream.pk).update(provider_kind="aptos")
     page = staff_client.get(stream.get_absolute_url()).content.decode()
     assert "Completeness audit: Not audited: The provider has no block preview for Aptos streams" in page
