@@ -16,8 +16,9 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.deliveries.latency import BOUNDS, Latencies, Percentiles, added, empty, percentile
+from dashboard.deliveries.latency import BOUNDS, EXACT_UP_TO, Latencies, Percentiles, added, empty, percentile
 from dashboard.deliveries.links import SLICE_FILTERS, deliveries_list_query
+from dashboard.deliveries.models import Delivery, HourlyRollup
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.web.charts import EPOCH, LineChart, LinePoint, line_chart
 from dashboard.web.forms import Window
@@ -111,18 +112,52 @@ def read(window: Window, slice_kwargs: dict[str, Any], *, by: str = "") -> Slice
             add_into(confirmed_sum, confirmed)
     over_time = [(bucket, Latencies.of(*sums)) for bucket, sums in per_bucket.items()]
     latency = summed(t for _bucket, t in over_time)
+    by_value = [(value, Latencies.of(*sums)) for value, sums in sorted(per_value.items())]
+    slowest_u, slowest_c = slowest_from(latency.unconfirmed_buckets), slowest_from(latency.confirmed_buckets)
+    if 0 < latency.unconfirmed.count + latency.confirmed.count <= EXACT_UP_TO:
+        # Few enough to read: the same deliveries' percentiles exactly, and the links from the exact p95.
+        deliveries = Delivery.objects.filter(date__gte=HourlyRollup.hour_of(start)).slice(**slice_kwargs)
+        if window.end is not None:
+            deliveries = deliveries.filter(date__lt=_ceil_hour(window.end))
+        latency = exact(latency, deliveries.latency_percentiles())
+        per_time = _grouped(deliveries.latency_percentiles(bucket=(EPOCH, step)), "bucket")
+        over_time = [(bucket, exact(parts, per_time.get(bucket, []))) for bucket, parts in over_time]
+        if by:
+            per_by = _grouped(deliveries.latency_percentiles(by), by)
+            by_value = [(value, exact(parts, per_by.get(value, []))) for value, parts in by_value]
+        slowest_u, slowest_c = latency.unconfirmed.p95, latency.confirmed.p95
     return SliceLatency(
         window=window,
         slice=slice_kwargs,
         step=step,
         latency=latency,
         over_time=over_time,
-        by=[(value, Latencies.of(*sums)) for value, sums in sorted(per_value.items())],
-        slowest_unconfirmed=slowest_query(slice_kwargs, window, confirmed=False,
-                                          p95=slowest_from(latency.unconfirmed_buckets)),
-        slowest_confirmed=slowest_query(slice_kwargs, window, confirmed=True,
-                                        p95=slowest_from(latency.confirmed_buckets)),
+        by=by_value,
+        slowest_unconfirmed=slowest_query(slice_kwargs, window, confirmed=False, p95=slowest_u),
+        slowest_confirmed=slowest_query(slice_kwargs, window, confirmed=True, p95=slowest_c),
     )
+
+
+def _ceil_hour(moment: datetime) -> datetime:
+    floor = HourlyRollup.hour_of(moment)
+    return floor if floor == moment else floor + timedelta(hours=1)
+
+
+def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:
+    """The rows of `latency_percentiles` per value of `key`."""
+    found: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        found.setdefault(row[key], []).append(row)
+    return found
+
+
+def exact(latencies: Latencies, rows: list[dict[str, Any]]) -> Latencies:
+    """`latencies` (from the histograms) with the rows' exact percentiles (`DeliveryQuerySet.latency_percentiles`:
+    a row per confirmation) in place of the interpolated ones; the histograms kept."""
+    percentiles = {row["confirmed"]: Percentiles(row["n"], *row["p"]) for row in rows}
+    none = Percentiles(0, None, None, None)
+    return Latencies(percentiles.get(False, none), percentiles.get(True, none), latencies.unconfirmed_buckets,
+                     latencies.confirmed_buckets)
 
 
 def slowest_from(histogram: Sequence[int]) -> float | None:

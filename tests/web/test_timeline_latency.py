@@ -16,6 +16,7 @@ from django.utils import timezone
 from dashboard.deliveries.latency import BOUNDS, LAST_BUCKET_END, bucket_of, histogram_of, percentile
 from dashboard.deliveries.models import Delivery
 from dashboard.sources.models import Source
+from dashboard.web import latency_panel
 from dashboard.web.latency_panel import SliceLatency, min_latency, slowest_from
 from tests.web.conftest import STREAM_A, STREAM_B, URL_A, URL_B, default_payload, record, store
 
@@ -64,15 +65,38 @@ def within_bucket(value: float | None, exact_ms: int) -> bool:
     return value is not None and low <= value <= high
 
 
-def check_against_rows(panel: SliceLatency, rows: Any) -> None:
+def check_against_rows(panel: SliceLatency, rows: Any, *, exact: bool) -> None:
     for confirmed, shown in ((False, panel.latency.unconfirmed), (True, panel.latency.confirmed)):
         stored = sorted(rows.filter(confirmed=confirmed).values_list("latency_ms", flat=True))
         assert shown.count == len(stored) > 0
+        assert sum(shown_buckets(panel, confirmed)) == len(stored)
         histogram = histogram_of(stored)
         for p, value in ((50, shown.p50), (95, shown.p95), (99, shown.p99)):
+            if exact:
+                # A slice this small is read from its rows: each percentile interpolated between the two nearest
+                # latencies (percentile_cont).
+                assert value == pytest.approx(linear_percentile(stored, p) / 1000)
+                continue
             assert value == pytest.approx(percentile(histogram, p))
             nearest_rank = stored[max(math.ceil(p / 100 * len(stored)) - 1, 0)]
             assert within_bucket(value, nearest_rank), (confirmed, p, value, nearest_rank)
+
+
+@pytest.fixture
+def histograms_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every slice read from the rollups' histograms, however small (as slices above EXACT_UP_TO are)."""
+    monkeypatch.setattr(latency_panel, "EXACT_UP_TO", 0)
+
+
+def shown_buckets(panel: SliceLatency, confirmed: bool) -> tuple[int, ...]:
+    return panel.latency.confirmed_buckets if confirmed else panel.latency.unconfirmed_buckets
+
+
+def linear_percentile(values: list[int], p: float) -> float:
+    rank = (len(values) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (rank - low)
 
 
 @pytest.mark.parametrize(
@@ -87,9 +111,13 @@ def check_against_rows(panel: SliceLatency, rows: Any) -> None:
     ],
 )
 @pytest.mark.parametrize("window", ["range=24h", "range=7d"])
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "histograms"])
 def test_the_panel_gives_the_percentiles_of_the_slices_stored_rows(
-    latencies: datetime, logged_in_client: Client, query: str, slice_filter: dict[str, str], window: str
+    latencies: datetime, logged_in_client: Client, query: str, slice_filter: dict[str, str], window: str,
+    exact: bool, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if not exact:
+        monkeypatch.setattr(latency_panel, "EXACT_UP_TO", 0)
     response = logged_in_client.get(f"/timeline/?{query}&{window}")
     assert response.status_code == 200
     panel = response.context["latency"]
@@ -97,7 +125,7 @@ def test_the_panel_gives_the_percentiles_of_the_slices_stored_rows(
     if window == "range=24h":
         # The read covers the rollup hours from the one holding the window's start.
         rows = rows.filter(date__gte=(panel.window.start).replace(minute=0, second=0, microsecond=0))
-    check_against_rows(panel, rows)
+    check_against_rows(panel, rows, exact=exact)
     # Over time: the buckets' histograms add up to the window's (no second read), hours for a day, periods for 7.
     assert panel.step == (timedelta(hours=6) if window == "range=7d" else timedelta(hours=1))
     assert sum(t.unconfirmed.count for _bucket, t in panel.over_time) == panel.latency.unconfirmed.count
@@ -139,6 +167,7 @@ def test_a_table_per_chain_when_no_chain_is_chosen(latencies: datetime, logged_i
     assert logged_in_client.get(f"/timeline/?range=7d&chain={POLYGON}").context["latency"].by == []
 
 
+@pytest.mark.usefixtures("histograms_only")
 @pytest.mark.parametrize("query", [f"chain={POLYGON}", "tag=beta", f"url={URL_B}", f"url={URL_A}"])
 @pytest.mark.parametrize("confirmed", [False, True])
 def test_the_slowest_deliveries_link_lists_exactly_those_at_or_above_its_start(
@@ -164,6 +193,7 @@ def test_the_slowest_deliveries_link_lists_exactly_those_at_or_above_its_start(
     assert listed >= {d.pk for d in rows if d.latency_ms >= latency.p95 * 1000} and listed
 
 
+@pytest.mark.usefixtures("histograms_only")
 def test_a_p95_below_the_slowest_bucket_is_exactly_the_links_start(
     latencies: datetime, logged_in_client: Client
 ) -> None:
@@ -181,6 +211,23 @@ def test_a_p95_below_the_slowest_bucket_is_exactly_the_links_start(
 
 def latency_histogram(panel: SliceLatency, confirmed: bool) -> tuple[int, ...]:
     return panel.latency.confirmed_buckets if confirmed else panel.latency.unconfirmed_buckets
+
+
+@pytest.mark.parametrize("query", [f"chain={POLYGON}", "tag=beta", f"url={URL_B}"])
+@pytest.mark.parametrize("confirmed", [False, True])
+def test_a_small_slices_link_starts_at_its_exact_p95(
+    latencies: datetime, logged_in_client: Client, query: str, confirmed: bool
+) -> None:
+    panel = logged_in_client.get(f"/timeline/?{query}&range=7d").context["latency"]
+    link = panel.slowest_confirmed if confirmed else panel.slowest_unconfirmed
+    p95 = (panel.latency.confirmed if confirmed else panel.latency.unconfirmed).p95
+    assert parse_qs(link)["min_latency"] == [min_latency(p95)]
+    listed = {d.pk for d in logged_in_client.get(f"/deliveries/?{link}").context["deliveries"]}
+    name, value = query.split("=", 1)
+    column = {"chain": "chain_id", "tag": "tag", "url": "webhook_url"}[name]
+    rows = Delivery.objects.filter(**{column: value}, confirmed=confirmed, latency_ms__isnull=False)
+    # The exact p95 lies at or below the slowest delivery: the list is never empty.
+    assert listed == {d.pk for d in rows if d.latency_ms >= p95 * 1000} and listed
 
 
 def test_a_custom_window_links_its_own_start_and_end(latencies: datetime, logged_in_client: Client) -> None:
@@ -211,13 +258,15 @@ def test_an_event_slice_says_latency_is_not_kept_per_event(
     assert "Latency is not kept per decoded event" in response.content.decode()
 
 
-@pytest.mark.parametrize(("query", "queries"), [("range=24h", 10), ("range=7d", 11)])
+@pytest.mark.parametrize(("query", "queries"), [("range=24h", 13), ("range=7d", 14)])
 def test_the_panel_costs_one_grouped_read(
     latencies: datetime, logged_in_client: Client, django_assert_num_queries: Any, query: str, queries: int
 ) -> None:
     # The timeline's 9 (tests/web/test_timeline.py) + the latency panel's one grouped read of the rollups'
     # histograms per time bucket and chain (deliveries.rollup_window.latency_bucketed): the hourly rollups for
-    # a day, the edge hours and the stream period rollups' whole periods for 7 days.
+    # a day, the edge hours and the stream period rollups' whole periods for 7 days
+    # + this slice is small (latency.EXACT_UP_TO): its percentiles read exactly from its rows, for the window, per
+    # time bucket and per chain (three grouped reads of the slice's rows).
     with django_assert_num_queries(queries):
         logged_in_client.get(f"/timeline/?{query}&url={URL_B}")
 
