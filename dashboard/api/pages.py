@@ -3,6 +3,7 @@ encoding (`web.forms.encode_cursor`: the row's time and id)."""
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -36,6 +37,21 @@ def read_int_cursor(text: str) -> tuple[datetime, int] | None:
         raise Problem(400, "cursor: this cursor is not valid; start again without it.",
                       kind="invalid-parameter") from exc
     return date, pk.int
+
+
+def key_cursor(key: str) -> str:
+    """The position after a row of a list ordered in memory (the Streams page's), by the row's key."""
+    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def read_key_cursor(text: str) -> str | None:
+    if not text:
+        return None
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Problem(400, "cursor: this cursor is not valid; start again without it.",
+                      kind="invalid-parameter") from exc
 
 
 def next_url(request: HttpRequest, cursor: str | None) -> str | None:

@@ -111,7 +111,7 @@ class StreamOut(Schema):
     budget: BudgetOut | None
 
 
-class StreamList(Schema):
+class StreamList(Page):
     items: list[StreamOut]
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from django.http import Http404, HttpRequest
 from django.utils import timezone
-from ninja import Router
+from ninja import Query, Router
 
-from dashboard.api.pages import on_replica
-from dashboard.api.problems import refuse_unknown
+from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, key_cursor, next_url, on_replica, read_key_cursor
+from dashboard.api.problems import Problem, refuse_unknown
 from dashboard.api.schemas import BudgetOut, HealthOut, StreamDetail, StreamList
 from dashboard.api.security import allow
 from dashboard.api.tokens import VIEW
@@ -44,11 +44,26 @@ def _budget(budget: objectives.Budget | None) -> BudgetOut | None:
 
 @router.get("/streams", response=StreamList, summary="Streams with 24 h counts, health, latency and budget")
 @on_replica
-def stream_list(request: HttpRequest) -> dict[str, Any]:
+def stream_list(
+    request: HttpRequest,
+    limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+    cursor: str = Query("", max_length=200, description="`next_cursor` of the previous page"),
+) -> dict[str, Any]:
+    """In the Streams page's order: worst health first."""
     allow(request, VIEW)
-    refuse_unknown(request, [])
+    refuse_unknown(request, ["limit", "cursor"])
     now = timezone.now()
     entries = stream_entries(now)
+    start = 0
+    after = read_key_cursor(cursor)
+    if after is not None:
+        keys = [e["stats"].key for e in entries]
+        if after not in keys:
+            raise Problem(400, "cursor: the list changed since this cursor; start again without it.",
+                          kind="invalid-parameter")
+        start = keys.index(after) + 1
+    more = start + limit < len(entries)
+    entries = entries[start : start + limit]
     budgets = objectives.budgets(now, [e["stats"].key for e in entries])
     items = []
     for entry in entries:
@@ -69,7 +84,8 @@ def stream_list(request: HttpRequest) -> dict[str, Any]:
             "latency_p95_24h": latency.unconfirmed.p95 if latency else None,
             "budget": _budget(budgets.get(stats.key)),
         })
-    return {"items": items}
+    next_cursor = key_cursor(entries[-1]["stats"].key) if entries and more else None
+    return {"items": items, "next_cursor": next_cursor, "next": next_url(request, next_cursor)}
 
 
 @router.get("/streams/{stream_id}", response=StreamDetail, summary="One stream")

@@ -153,3 +153,12 @@ def test_a_delivery_reads_the_providers_logs_only_when_asked(source: Any, client
     detail = client.get(f"/api/v1/deliveries/{item['id']}?logs=true").json()
     assert detail["logs_read"] is True and detail["logs_error"] == ""
     assert client.get(f"/api/v1/deliveries/{item['id']}?logs=maybe").status_code == 400
+
+
+def test_streams_walk_in_the_pages_order(many: None, client: Client) -> None:
+    page = Client()
+    page.force_login(make_user("vera"))
+    expected = [e["stats"].key for e in page.get("/streams/").context["entries"]]
+    assert len(expected) == 2
+    assert [s["stream_id"] for s in _walk(client, "/api/v1/streams?limit=1")] == expected
+    assert client.get("/api/v1/streams?cursor=bm9wZQ").status_code == 400
