@@ -54,6 +54,8 @@ class SliceLatency:
     by: list[tuple[Any, Latencies]]
     slowest_unconfirmed: str
     slowest_confirmed: str
+    # The percentiles read from the slice's rows (at most EXACT_UP_TO deliveries), not interpolated.
+    exact: bool = False
 
     @property
     def empty(self) -> bool:
@@ -114,6 +116,7 @@ def read(window: Window, slice_kwargs: dict[str, Any], *, by: str = "") -> Slice
     latency = summed(t for _bucket, t in over_time)
     by_value = [(value, Latencies.of(*sums)) for value, sums in sorted(per_value.items())]
     slowest_u, slowest_c = slowest_from(latency.unconfirmed_buckets), slowest_from(latency.confirmed_buckets)
+    read_exactly = False
     if 0 < latency.unconfirmed.count + latency.confirmed.count <= EXACT_UP_TO:
         # Few enough to read: the same deliveries' percentiles exactly, and the links from the exact p95.
         deliveries = Delivery.objects.filter(date__gte=HourlyRollup.hour_of(start)).slice(**slice_kwargs)
@@ -126,6 +129,7 @@ def read(window: Window, slice_kwargs: dict[str, Any], *, by: str = "") -> Slice
             per_by = _grouped(deliveries.latency_percentiles(by), by)
             by_value = [(value, exact(parts, per_by.get(value, []))) for value, parts in by_value]
         slowest_u, slowest_c = latency.unconfirmed.p95, latency.confirmed.p95
+        read_exactly = True
     return SliceLatency(
         window=window,
         slice=slice_kwargs,
@@ -135,6 +139,7 @@ def read(window: Window, slice_kwargs: dict[str, Any], *, by: str = "") -> Slice
         by=by_value,
         slowest_unconfirmed=slowest_query(slice_kwargs, window, confirmed=False, p95=slowest_u),
         slowest_confirmed=slowest_query(slice_kwargs, window, confirmed=True, p95=slowest_c),
+        exact=read_exactly,
     )
 
 

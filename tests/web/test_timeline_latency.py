@@ -200,6 +200,7 @@ def test_a_p95_below_the_slowest_bucket_is_exactly_the_links_start(
     # Beta's unconfirmed p95 lies in the 30-60 s bucket, below its 25-minute delivery's: the link starts at the p95
     # itself, to the millisecond, and lists exactly the deliveries at or above it.
     panel = logged_in_client.get("/timeline/?tag=beta&range=7d").context["latency"]
+    assert not panel.exact
     p95 = panel.latency.unconfirmed.p95
     assert 30 < p95 < 60
     assert parse_qs(panel.slowest_unconfirmed)["min_latency"] == [min_latency(p95)]
@@ -218,7 +219,9 @@ def latency_histogram(panel: SliceLatency, confirmed: bool) -> tuple[int, ...]:
 def test_a_small_slices_link_starts_at_its_exact_p95(
     latencies: datetime, logged_in_client: Client, query: str, confirmed: bool
 ) -> None:
-    panel = logged_in_client.get(f"/timeline/?{query}&range=7d").context["latency"]
+    response = logged_in_client.get(f"/timeline/?{query}&range=7d")
+    panel = response.context["latency"]
+    assert panel.exact and "read from the window's deliveries themselves" in response.content.decode()
     link = panel.slowest_confirmed if confirmed else panel.slowest_unconfirmed
     p95 = (panel.latency.confirmed if confirmed else panel.latency.unconfirmed).p95
     assert parse_qs(link)["min_latency"] == [min_latency(p95)]

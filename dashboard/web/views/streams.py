@@ -180,6 +180,7 @@ class LatencyPanel:
     peaks: tuple[float, float]
     slowest_unconfirmed: str
     slowest_confirmed: str
+    exact: bool = False
     presets: tuple[str, ...] = ("24h", "7d", "30d")
 
     @property
@@ -210,6 +211,7 @@ def latency_panel(stream: Stream, window: Window) -> LatencyPanel:
         peaks=(max(unconfirmed, default=0) / 1000, max(confirmed, default=0) / 1000),
         slowest_unconfirmed=read.slowest_unconfirmed,
         slowest_confirmed=read.slowest_confirmed,
+        exact=read.exact,
     )
 
 
