@@ -39,6 +39,10 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "actions.view_replayitem",
         "auth.view_user",
         "auth.view_group",
+        # API tokens for service accounts (no more than the staff member holds) and revoking any.
+        "api.view_apitoken",
+        "api.add_apitoken",
+        "api.change_apitoken",
     ),
 }
 ROLES = tuple(ROLE_PERMISSIONS)

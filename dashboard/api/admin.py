@@ -26,6 +26,23 @@ class NewTokenForm(forms.ModelForm):
         model = ApiToken
         fields = ["name", "user"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.maker: Any = None
+
+    def clean_user(self) -> Any:
+        """A token acts as its user: staff make one only for an account that holds no permission they do not
+        hold themselves (a superuser's needs a superuser), so nobody gains rights through a token."""
+        user = self.cleaned_data["user"]
+        maker = self.maker
+        if maker is None or maker.is_superuser or user.pk == maker.pk:
+            return user
+        if user.is_superuser or not user.get_all_permissions() <= maker.get_all_permissions():
+            raise forms.ValidationError(
+                "This account holds permissions you do not: only a superuser may make a token for it."
+            )
+        return user
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
@@ -40,7 +57,17 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
             kwargs["form"] = NewTokenForm
-        return super().get_form(request, obj, change, **kwargs)
+        form = super().get_form(request, obj, change, **kwargs)
+        if obj is None:
+            maker = request.user
+
+            class Bound(form):  # type: ignore[misc, valid-type]
+                def __init__(self, *args: Any, **kw: Any) -> None:
+                    super().__init__(*args, **kw)
+                    self.maker = maker
+
+            return Bound
+        return form
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.readonly_fields if obj is not None else []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -131,3 +132,27 @@ def test_staff_make_a_token_for_a_service_account_in_the_admin() -> None:
     assert secret not in _table_text()
     assert bearer(secret).get("/api/v1/incidents").status_code == 200
     assert secret not in client.get(f"/admin/api/apitoken/{token.pk}/change/").content.decode()
+
+
+def _admin_add(client: Client, user: Any) -> Any:
+    return client.post(
+        "/admin/api/apitoken/add/", {"name": "svc", "user": user.pk, "scopes": ["read"], "expires_in_days": "30"}
+    )
+
+
+def test_staff_make_tokens_only_for_accounts_holding_no_more_than_they_do() -> None:
+    staff = make_user("sam", role="Staff")
+    client = Client()
+    client.force_login(staff)
+    service = make_user("svc-reader")
+    response = _admin_add(client, service)
+    assert response.status_code == 200 and b"token-secret" in response.content
+    assert ApiToken.objects.get().user == service
+    root = make_user("root", staff=True)
+    refused = _admin_add(client, root)
+    assert refused.status_code == 200 and b"only a superuser may make a token" in refused.content
+    assert ApiToken.objects.count() == 1
+    # A superuser may make one for anybody.
+    boss = Client()
+    boss.force_login(root)
+    assert b"token-secret" in _admin_add(boss, staff).content
