@@ -29,6 +29,7 @@ runs through the same loop, the same checkpoint and the same day's budget; meeti
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
@@ -42,6 +43,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from dashboard.actions.models import (
@@ -50,6 +52,7 @@ from dashboard.actions.models import (
     BlockScan,
     BlockScanChain,
     ItemState,
+    PreviewBudget,
     PreviewedBlock,
     ScanState,
 )
@@ -90,9 +93,58 @@ def day_start(now: datetime) -> datetime:
 
 
 def budget_left(now: datetime | None = None) -> int:
-    """Previews left of today's BLOCK_PREVIEW_PER_DAY (UTC), counted from the previews made."""
-    used = PreviewedBlock.objects.since(day_start(now or timezone.now())).count()
-    return max(0, int(settings.BLOCK_PREVIEW_PER_DAY) - used)
+    """Previews left of today's BLOCK_PREVIEW_PER_DAY (UTC): what the day's ledger has not handed out."""
+    start = day_start(now or timezone.now())
+    budget = PreviewBudget.objects.filter(day=start.date()).first()
+    spent = budget.spent if budget else PreviewedBlock.objects.since(start).count()
+    return max(0, int(settings.BLOCK_PREVIEW_PER_DAY) - spent)
+
+
+def take_previews(wanted: int, now: datetime) -> int:
+    """Take up to `wanted` previews of today's budget for requests about to go out: the number granted (0: spent).
+    The day's ledger row is locked while it is read and moved on, so runs at once share one budget; a day's row
+    starts from the previews recorded that day (those made before the ledger existed)."""
+    start = day_start(now)
+    with transaction.atomic():
+        budget = PreviewBudget.objects.select_for_update().filter(day=start.date()).first()
+        if budget is None:
+            PreviewBudget.objects.bulk_create(
+                [PreviewBudget(day=start.date(), spent=PreviewedBlock.objects.since(start).count())],
+                ignore_conflicts=True)
+            budget = PreviewBudget.objects.select_for_update().get(day=start.date())
+        granted = max(0, min(wanted, int(settings.BLOCK_PREVIEW_PER_DAY) - budget.spent))
+        if granted:
+            PreviewBudget.objects.filter(day=budget.day).update(spent=F("spent") + granted)
+    return granted
+
+
+def give_back_previews(count: int, day: datetime) -> None:
+    """Return previews taken for requests that never went out (a run ending with some of its share unused)."""
+    if count > 0:
+        PreviewBudget.objects.filter(day=day_start(day).date()).update(spent=Greatest(F("spent") - count, 0))
+
+
+class _Allowance:
+    """A run's share of the day's budget: taken a few previews at a time (one locked update per few requests), each
+    spent when its request is submitted; what is left when the run ends goes back."""
+
+    def __init__(self, now: Callable[[], datetime]) -> None:
+        self._now = now
+        self._held = 0
+        self._day = now()
+
+    def spend(self) -> bool:
+        if self._held == 0:
+            self._held = take_previews(max(1, PREVIEWS_IN_FLIGHT), self._now())
+            self._day = self._now()
+        if self._held == 0:
+            return False
+        self._held -= 1
+        return True
+
+    def give_back(self) -> None:
+        give_back_previews(self._held, self._day)
+        self._held = 0
 
 
 # -- preparing, confirming, cancelling ---------------------------------------------------------------
@@ -203,21 +255,24 @@ def run_scan(scan_id: int, *, deadline: float | None = None, client: UpstreamCli
     """Preview the scan's blocks from where it stands. Safe to call any number of times."""
     deadline = deadline if deadline is not None else time.monotonic() + 3600
     previews = _Previews(deadline)
+    allowance = _Allowance(now)
     try:
-        outcome = _run_scan(scan_id, previews, deadline=deadline, client=client, now=now)
+        outcome = _run_scan(scan_id, previews, allowance, deadline=deadline, client=client, now=now)
     except Exception:
         previews.close(record=None)
+        allowance.give_back()
         raise
     except BaseException:
         # A kill (or what a test makes look like one): nothing more is written or waited for.
         previews.close(record=None, wait=False)
         raise
     previews.close(record=lambda scan, chain, number, preview: _checkpoint(scan, chain, number, preview, now()))
+    allowance.give_back()
     return outcome
 
 
-def _run_scan(scan_id: int, previews: _Previews, *, deadline: float, client: UpstreamClient | None,
-              now: Callable[[], datetime]) -> ScanOutcome:
+def _run_scan(scan_id: int, previews: _Previews, allowance: _Allowance, *, deadline: float,
+              client: UpstreamClient | None, now: Callable[[], datetime]) -> ScanOutcome:
     scan = BlockScan.objects.select_related("source", "window").filter(pk=scan_id).first()
     if scan is None or scan.state not in SCAN_LIVE:
         return ScanOutcome(finished=True)
@@ -234,7 +289,6 @@ def _run_scan(scan_id: int, previews: _Previews, *, deadline: float, client: Ups
         config = _config(scan, client)
     except errors.UpstreamError as exc:
         return _not_now(scan, exc)
-    left = budget_left(now())
     count = 0
     for chain in scan.chains.order_by("chain_id"):
         for number in chain.pending():
@@ -245,27 +299,27 @@ def _run_scan(scan_id: int, previews: _Previews, *, deadline: float, client: Ups
                 return ScanOutcome(finished=True)
             if time.monotonic() > deadline:
                 return ScanOutcome(finished=False, retry_in=1.0)
-            if left <= 0 and scan.window.kind == WindowKind.AUDIT:
+            spent = not previews.has_asked(number) and not allowance.spend()
+            if spent and scan.window.kind == WindowKind.AUDIT:
                 scan.refresh_from_db()
                 _end(scan, ScanState.DONE, f"Stopped: today's preview budget (BLOCK_PREVIEW_PER_DAY, "
                      f"{settings.BLOCK_PREVIEW_PER_DAY:,}) is spent, after {scan.previewed:,} of {scan.planned:,} "
                      f"sampled blocks; the rest of this sample is not audited. {_found(scan)}")
                 return ScanOutcome(finished=True)
-            if left <= 0:
+            if spent:
                 moment = now()
                 tomorrow = day_start(moment) + timedelta(days=1)
                 _wait(scan, f"Today's preview budget (BLOCK_PREVIEW_PER_DAY, {settings.BLOCK_PREVIEW_PER_DAY:,}) is "
                       f"spent; it continues after {tomorrow:%Y-%m-%d %H:%M} UTC.")
                 return ScanOutcome(finished=False, retry_in=(tomorrow - moment).total_seconds() + 1)
             try:
-                preview = previews.get(scan, chain, number, client, config, ahead=left)
+                preview = previews.get(scan, chain, number, client, config, allowance=allowance)
             except errors.UpstreamError as exc:
                 return _not_now(scan, exc, block=number)
             if not _checkpoint(scan, chain, number, preview, now()):
                 # Another run moved this cursor (two workers despite the lease): it carries on, this one stops.
                 return ScanOutcome(finished=True)
             count += 1
-            left -= 1
     scan.refresh_from_db()
     _end(scan, ScanState.DONE, f"{scan.previewed:,} blocks previewed; {_found(scan)}")
     return ScanOutcome(finished=True)
@@ -294,8 +348,11 @@ class _Previews:
         self._asked: dict[int, Future[Any]] = {}
         self._failed = False
 
+    def has_asked(self, number: int) -> bool:
+        return number in self._asked
+
     def get(self, scan: BlockScan, chain: BlockScanChain, number: int, client: UpstreamClient, config: StreamConfig,
-            *, ahead: int) -> Any:
+            *, allowance: _Allowance) -> Any:
         if chain is not self._chain:
             # The previous chain's blocks were all handed out: nothing of it is in flight.
             self._scan, self._chain = scan, chain
@@ -304,9 +361,13 @@ class _Previews:
             self._pool = ThreadPoolExecutor(max_workers=max(1, PREVIEWS_IN_FLIGHT), thread_name_prefix="block-preview")
         if number not in self._asked:
             self._asked[number] = self._pool.submit(self._ask, client, chain.chain_id, number, config)
-        while len(self._asked) < min(max(1, PREVIEWS_IN_FLIGHT), ahead):
+        while len(self._asked) < max(1, PREVIEWS_IN_FLIGHT):
             following = next(self._upcoming, None)
             if following is None:
+                break
+            if not allowance.spend():
+                # The day's budget is spent: the run stops at this block, which is asked no more.
+                self._upcoming = itertools.chain([following], self._upcoming)
                 break
             self._asked[following] = self._pool.submit(self._ask, client, chain.chain_id, following, config)
         future = self._asked.pop(number)

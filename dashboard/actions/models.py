@@ -358,3 +358,16 @@ class PreviewedBlock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chain_id} {self.block_number} {'matched' if self.matched else 'nothing'}"
+
+
+class PreviewBudget(models.Model):
+    """The block previews asked of the provider on one UTC day, counted when each request is about to go out (a
+    request whose answer was never recorded — a killed worker — cost the provider all the same): every scan and
+    audit takes from it under a row lock (`block_scan.take_previews`), so concurrent runs together never ask more
+    than BLOCK_PREVIEW_PER_DAY."""
+
+    day = models.DateField(primary_key=True)
+    spent = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.day}: {self.spent} previews"

@@ -264,3 +264,34 @@ def test_an_hour_of_a_two_second_chain_costs_one_preview_per_block_at_the_upstre
     assert {m.block_number for m in block_scan.missing_blocks(scan)} == world.missed(
         sim_stream, "0x89", chain.first_block, chain.last_block)
     print(f"\n{chain.blocks} previews in {elapsed:.1f} s: {chain.blocks / elapsed:.0f} previews/s")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_at_once_share_one_days_budget(settings: Any) -> None:
+    import threading
+
+    from django.db import connection
+    from django.utils import timezone
+
+    settings.BLOCK_PREVIEW_PER_DAY = 50
+    now = timezone.now()
+    granted: list[int] = []
+
+    def take() -> None:
+        got = 0
+        while n := block_scan.take_previews(3, now):
+            got += n
+        granted.append(got)
+        connection.close()
+
+    runs = [threading.Thread(target=take) for _ in range(4)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert sum(granted) == 50 and len(granted) == 4
+    assert block_scan.budget_left(now) == 0
+    # What a run took and never asked goes back; the next day starts afresh.
+    block_scan.give_back_previews(5, now)
+    assert block_scan.budget_left(now) == 5
+    assert block_scan.budget_left(now + timedelta(days=1)) == 50
