@@ -34,7 +34,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -291,7 +291,14 @@ def _run_scan(scan_id: int, previews: _Previews, allowance: _Allowance, *, deadl
         return _not_now(scan, exc)
     count = 0
     for chain in scan.chains.order_by("chain_id"):
+        known = _previewed_before(scan, chain)
         for number in chain.pending():
+            if number in known and not previews.has_asked(number):
+                # Previewed for this stream by another scan or audit: its answer stands, the block is not asked again.
+                if not _checkpoint(scan, chain, number, known[number], now()):
+                    return ScanOutcome(finished=True)
+                count += 1
+                continue
             if count % CANCEL_CHECK_EVERY == 0 and BlockScan.objects.filter(
                 pk=scan.pk, cancel_requested_at__isnull=False
             ).exists():
@@ -313,7 +320,7 @@ def _run_scan(scan_id: int, previews: _Previews, allowance: _Allowance, *, deadl
                       f"spent; it continues after {tomorrow:%Y-%m-%d %H:%M} UTC.")
                 return ScanOutcome(finished=False, retry_in=(tomorrow - moment).total_seconds() + 1)
             try:
-                preview = previews.get(scan, chain, number, client, config, allowance=allowance)
+                preview = previews.get(scan, chain, number, client, config, allowance=allowance, known=known)
             except errors.UpstreamError as exc:
                 return _not_now(scan, exc, block=number)
             if not _checkpoint(scan, chain, number, preview, now()):
@@ -352,11 +359,12 @@ class _Previews:
         return number in self._asked
 
     def get(self, scan: BlockScan, chain: BlockScanChain, number: int, client: UpstreamClient, config: StreamConfig,
-            *, allowance: _Allowance) -> Any:
+            *, allowance: _Allowance, known: Container[int] = ()) -> Any:
         if chain is not self._chain:
-            # The previous chain's blocks were all handed out: nothing of it is in flight.
+            # The previous chain's blocks were all handed out: nothing of it is in flight. Blocks previewed for the
+            # stream before (`known`) are never asked.
             self._scan, self._chain = scan, chain
-            self._upcoming = (n for n in chain.pending() if n > number)
+            self._upcoming = (n for n in chain.pending() if n > number and n not in known)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=max(1, PREVIEWS_IN_FLIGHT), thread_name_prefix="block-preview")
         if number not in self._asked:
@@ -424,6 +432,24 @@ def _config(scan: BlockScan, client: UpstreamClient) -> StreamConfig:
         BlockScan.objects.filter(pk=scan.pk, config__isnull=True).update(config=body)
         scan.refresh_from_db(fields=["config"])
     return StreamConfig.parse(scan.config or {}).with_addresses((scan.config or {}).get("addresses") or [])
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """An earlier preview's answer for a block that matched, as `_checkpoint` reads an upstream answer."""
+
+    records: int
+    block_timestamp: datetime | None
+
+
+def _previewed_before(scan: BlockScan, chain: BlockScanChain) -> dict[int, _Answered | None]:
+    """The blocks of the chain's range (or sample) previewed for the same stream by another scan or audit, with their
+    answers (None: nothing matched): each block of a stream is asked of the provider once."""
+    rows = PreviewedBlock.objects.filter(
+        scan__stream_id=scan.stream_id, chain_id=chain.chain_id, block_number__gte=chain.next_block,
+        block_number__lte=max(chain.sample) if chain.sample else chain.last_block,
+    ).exclude(scan=scan).values_list("block_number", "matched", "records", "block_time")
+    return {n: _Answered(records, block_time) if matched else None for n, matched, records, block_time in rows}
 
 
 def _checkpoint(scan: BlockScan, chain: BlockScanChain, number: int, preview: Any, moment: datetime) -> bool:

@@ -295,3 +295,20 @@ def test_runs_at_once_share_one_days_budget(settings: Any) -> None:
     block_scan.give_back_previews(5, now)
     assert block_scan.budget_left(now) == 5
     assert block_scan.budget_left(now + timedelta(days=1)) == 50
+
+
+def test_a_block_previewed_for_the_stream_before_is_not_asked_again(
+    world: World, staff: User, previews: PreviewCounter
+) -> None:
+    swaps, window = reload_window(world)
+    first = scan_of(world, staff, window)
+    block_scan.run_scan(first.pk)
+    found = {(m.chain_id, m.block_number) for m in block_scan.missing_blocks(first)}
+    asked = dict(previews.seen)
+    # A second search of the same window (or of one overlapping an audit's sample): the earlier answers stand.
+    second = scan_of(world, staff, window)
+    outcome = block_scan.run_scan(second.pk)
+    second.refresh_from_db()
+    assert outcome.finished and second.state == ScanState.DONE and second.previewed == second.planned
+    assert previews.seen == asked and set(asked.values()) == {1}
+    assert {(m.chain_id, m.block_number) for m in block_scan.missing_blocks(second)} == found
