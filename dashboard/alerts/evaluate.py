@@ -76,7 +76,7 @@ def evaluate_rule(rule: AlertRule, now: datetime) -> list[int]:
         if incident.clear_since is None:
             Incident.objects.filter(pk=incident.pk, clear_since__isnull=True).update(clear_since=now)
         elif now - incident.clear_since >= rule.grace:
-            notification = resolve_incident(incident, now)
+            notification = resolve_incident(incident, now, cleared=True)
             if notification is not None and notification.status == NotificationStatus.PENDING:
                 to_send.append(notification.pk)
     return to_send
@@ -133,13 +133,16 @@ def open_incident(rule: AlertRule, observation: conditions.Observation, now: dat
 
 
 def resolve_incident(
-    incident: Incident, now: datetime, *, by: str = "", notify: bool = True
+    incident: Incident, now: datetime, *, by: str = "", notify: bool = True, cleared: bool = False
 ) -> Notification | None:
-    """Resolve once: the conditional UPDATE lets exactly one caller write the resolution mail."""
+    """Resolve once: the conditional UPDATE lets exactly one caller write the resolution mail. `cleared`: only
+    while the condition is still seen clear (an evaluator beside this one that saw it hold again since reset
+    `clear_since`, and its incident stays open)."""
+    unresolved = Incident.objects.filter(pk=incident.pk, resolved_at__isnull=True)
+    if cleared:
+        unresolved = unresolved.filter(clear_since__isnull=False)
     with transaction.atomic():
-        if not Incident.objects.filter(pk=incident.pk, resolved_at__isnull=True).update(
-            resolved_at=now, resolved_by=by[:150]
-        ):
+        if not unresolved.update(resolved_at=now, resolved_by=by[:150]):
             return None
         incident.resolved_at, incident.resolved_by = now, by[:150]
         log.info("incident %s resolved%s", incident.pk, f" by {by}" if by else "")
