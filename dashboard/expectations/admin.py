@@ -5,11 +5,13 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from dashboard.expectations.forms import MaintenanceWindowForm, StreamObjectiveForm
 from dashboard.expectations.models import MaintenanceWindow, StreamObjective
 
 
 @admin.register(MaintenanceWindow)
 class MaintenanceWindowAdmin(admin.ModelAdmin):
+    form = MaintenanceWindowForm
     list_display = ("name", "scope", "scope_value", "schedule", "starts_at", "ends_at", "created_by")
     list_filter = ("scope",)
     search_fields = ("name", "scope_value")
@@ -35,6 +37,7 @@ class MaintenanceWindowAdmin(admin.ModelAdmin):
 class StreamObjectiveAdmin(admin.ModelAdmin):
     """A stream's own objectives; the stream page shows the budget they give."""
 
+    form = StreamObjectiveForm
     list_display = ("stream_id", "delivery", "delivery_target", "latency_seconds", "latency_target", "updated_by",
                     "updated_at")
     search_fields = ("stream_id",)

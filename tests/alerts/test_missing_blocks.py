@@ -13,7 +13,7 @@ from django.core import mail as outbox
 
 from dashboard.actions.models import BlockScan, PreviewedBlock, ScanState
 from dashboard.alerts import conditions, evaluate
-from dashboard.alerts.admin import AlertRuleForm
+from dashboard.alerts.forms import AlertRuleForm
 from dashboard.alerts.mail import MAIL
 from dashboard.alerts.models import Condition, Scope, TargetKind
 from dashboard.deliveries.models import OutageWindow, Stream, WindowKind
