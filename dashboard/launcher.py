@@ -435,6 +435,8 @@ def _run_demo(args: argparse.Namespace, signals: StopSignals, lock: DemoLock, st
     env["SITE_URL"] = site_url
     env.setdefault("CSRF_TRUSTED_ORIGINS", f"{site_url},http://localhost:{web_port}")
     env.setdefault("POLL_INTERVAL_SECONDS", "5")
+    # The simulator keeps a week of history: quiet-stream verdicts from five days of it, not the production two weeks.
+    env.setdefault("QUIET_MIN_HISTORY_DAYS", "5")
     # The demo reads the simulator unless the operator points it elsewhere; an empty key (as `make test` leaves
     # for its suite) is no key.
     if not env.get("MORALIS_API_KEY"):
