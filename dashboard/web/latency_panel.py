@@ -156,6 +156,27 @@ def _grouped(rows: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, A
     return found
 
 
+def exact_per_stream(latencies: dict[tuple[Any, ...], Latencies], since: datetime) -> dict[tuple[Any, ...], Latencies]:
+    """Per-stream latencies of unconfirmed deliveries (keyed `(stream_id,)`, from the histograms of the hours from
+    `since`) with the exact percentiles of the smallest streams, as many as hold EXACT_UP_TO deliveries together, in
+    one grouped read of their rows; the others as they are."""
+    chosen: list[str] = []
+    total = 0
+    for (stream_id,), latency in sorted(latencies.items(), key=lambda item: item[1].unconfirmed.count):
+        count = latency.unconfirmed.count
+        if total + count > EXACT_UP_TO:
+            break
+        chosen.append(stream_id)
+        total += count
+    if not chosen:
+        return latencies
+    rows = _grouped(
+        Delivery.objects.filter(date__gte=since, stream_id__in=chosen, confirmed=False).latency_percentiles("stream_id"),
+        "stream_id",
+    )
+    return {key: exact(latency, rows.get(key[0], [])) if key[0] in rows else latency for key, latency in latencies.items()}
+
+
 def exact(latencies: Latencies, rows: list[dict[str, Any]]) -> Latencies:
     """`latencies` (from the histograms) with the rows' exact percentiles (`DeliveryQuerySet.latency_percentiles`:
     a row per confirmation) in place of the interpolated ones; the histograms kept."""

@@ -279,3 +279,18 @@ def test_the_stream_pages_panel_reads_the_same(latencies: datetime, logged_in_cl
     timeline = logged_in_client.get(f"/timeline/?stream={STREAM_B}&range=7d").context["latency"]
     assert stream.latency == timeline.latency
     assert stream.slowest_unconfirmed == timeline.slowest_unconfirmed
+
+
+def test_the_streams_pages_latency_column_is_exact_for_small_streams(
+    latencies: datetime, logged_in_client: Client
+) -> None:
+    entries = {e["stats"].key: e for e in logged_in_client.get("/streams/").context["entries"]}
+    since = (timezone.now() - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)
+    for stream_id, entry in entries.items():
+        stored = sorted(Delivery.objects.filter(stream_id=stream_id, confirmed=False, latency_ms__isnull=False,
+                                                date__gte=since).values_list("latency_ms", flat=True))
+        if not stored:
+            continue
+        shown = entry["latency"].unconfirmed
+        assert shown.count == len(stored)
+        assert shown.p95 == pytest.approx(linear_percentile(stored, 95) / 1000)

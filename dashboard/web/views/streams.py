@@ -25,6 +25,7 @@ from dashboard.replica import reads_replica
 from dashboard.upstream.chains import find_chain
 from dashboard.web.charts import Sparkline, sparkline
 from dashboard.web.forms import RangeForm, Window
+from dashboard.web.latency_panel import exact_per_stream
 from dashboard.web.latency_panel import read as latency_panel_read
 from dashboard.web.stats import SliceStats, group_rows
 from dashboard.web.views.common import bad_filters
@@ -52,8 +53,11 @@ def stream_entries(now: datetime) -> list[StreamEntry]:
     streams = group_rows(rows, "stream_id")
     last_dates = Delivery.objects.last_delivery_dates(streams)
     health = url_health.url_health_now(now)
-    # The latency column: the same 24 hours as the recent counts, from the rollups' histograms.
-    latencies = RollupWindow.between(day_ago, None, per_stream=True).latencies("stream_id", confirmed=False)
+    # The latency column: the same 24 hours as the recent counts, from the rollups' histograms; the smallest streams'
+    # percentiles read exactly from their rows (latency_panel.exact_per_stream).
+    latencies = exact_per_stream(
+        RollupWindow.between(day_ago, None, per_stream=True).latencies("stream_id", confirmed=False), day_ago
+    )
 
     stream_rows = {row.stream_id: row for row in Stream.objects.filter(stream_id__in=list(streams))}
     entries: list[StreamEntry] = []
