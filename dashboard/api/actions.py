@@ -5,20 +5,22 @@ a draft expires after ACTION_CONFIRM_MINUTES, and confirming twice queues the ac
 
 from typing import Any
 
+from django.db.models import Q
 from django.http import Http404, HttpRequest, QueryDict
-from ninja import Router
+from ninja import Query, Router
 
 from dashboard.actions import services
 from dashboard.actions.models import ActionState, ItemState, ProviderAction
 from dashboard.actions.tasks import run_action_task
+from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, int_cursor, next_url, read_int_cursor
 from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
-from dashboard.api.schemas import ActionChangeOut, ActionOut, ReplayIn
+from dashboard.api.schemas import ActionChangeOut, ActionOut, ActionPage, ReplayIn
 from dashboard.api.security import allow
 from dashboard.api.tokens import ACT_AT_PROVIDER, AUDIT, AUDIT_ACT, Need
 from dashboard.deliveries.models import Delivery
 from dashboard.text import visible
 from dashboard.web.forms import DeliveryFilterForm
-from dashboard.web.views.actions import filter_replay_scope
+from dashboard.web.views.actions import audit_actions, filter_replay_scope
 
 router = Router(tags=["actions"])
 
@@ -74,6 +76,37 @@ def replay_prepare(request: HttpRequest, body: ReplayIn) -> dict[str, Any]:
     except services.ActionRefused as exc:
         raise Problem(400, str(exc), kind="action-refused") from exc
     return {"changed": True, "action": _out(action)}
+
+
+@router.get("/actions", response=ActionPage, summary="The audit of actions at the provider, newest first")
+def action_list(
+    request: HttpRequest,
+    stream: str = Query("", max_length=64, description="Only the actions on this stream"),
+    limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+    cursor: str = Query("", max_length=60, description="`next_cursor` of the previous page"),
+) -> dict[str, Any]:
+    """The Actions page's list (`web.views.actions.audit_actions`): every action somebody confirmed (drafts are
+    intentions, not requests), who asked it, its scope, state and the provider's answer."""
+    allow(request, AUDIT)
+    refuse_unknown(request, ["stream", "limit", "cursor"])
+    actions = audit_actions(stream.strip())
+    position = read_int_cursor(cursor)
+    if position is not None:
+        created, pk = position
+        actions = actions.filter(Q(created_at__lt=created) | Q(created_at=created, pk__lt=pk))
+    rows = list(actions[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [
+        {
+            "id": a.pk, "kind": a.kind, "state": a.state, "scope": a.scope, "stream_id": a.stream_id,
+            "requested_by": a.requested_by_name, "created_at": a.created_at, "confirmed_at": a.confirmed_at,
+            "finished_at": a.finished_at, "target_count": a.target_count, "answer": a.answer,
+        }
+        for a in rows
+    ]
+    next_cursor = int_cursor(rows[-1].created_at, rows[-1].pk) if rows and more else None
+    return {"items": items, "next_cursor": next_cursor, "next": next_url(request, next_cursor)}
 
 
 @router.get("/actions/{int:action_id}", response=ActionOut, summary="An action and its progress")

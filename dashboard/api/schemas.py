@@ -230,3 +230,215 @@ class ActionOut(Schema):
 class ActionChangeOut(Schema):
     changed: bool
     action: ActionOut
+
+
+class TimelineBucketOut(Schema):
+    start: datetime
+    end: datetime
+    delivered: int
+    failed: int
+
+
+class TimelineOut(Schema):
+    start: datetime
+    end: datetime
+    step_seconds: int
+    zone: str
+    from_rollups: bool
+    delivered: int
+    failed: int
+    success_rate: float | None
+    clamped: str
+    buckets: list[TimelineBucketOut]
+
+
+class LatencyPairOut(Schema):
+    unconfirmed: PercentilesOut
+    confirmed: PercentilesOut
+
+
+class LatencyBucketOut(LatencyPairOut):
+    start: datetime
+
+
+class LatencyByChainOut(LatencyPairOut):
+    chain_id: str
+
+
+class LatencyOut(LatencyPairOut):
+    start: datetime | None
+    end: datetime | None
+    step_seconds: int
+    exact: bool
+    clamped: str
+    over_time: list[LatencyBucketOut]
+    by_chain: list[LatencyByChainOut]
+    slowest_unconfirmed: str
+    slowest_confirmed: str
+
+
+class RetryRowOut(Schema):
+    key: str
+    label: str
+    total: int
+    delivered: int
+    retrying: int
+    failed: int
+    retried: int
+    by_retries: list[int]
+    delivered_after: list[int]
+    first_try_percent: float | None
+    eventually_percent: float | None
+    median_seconds_to_success: int | None
+
+
+class RetryStatsOut(Page):
+    by: str
+    start: datetime | None
+    end: datetime | None
+    overall: RetryRowOut
+    items: list[RetryRowOut]
+
+
+class ObjectiveOut(Schema):
+    delivery: str
+    delivery_target: float
+    latency_seconds: int
+    latency_target: float
+    own: bool
+
+
+class MeasureOut(Schema):
+    target: float
+    total: float
+    bad: float
+    good_percent: float | None
+    budget_left: float | None
+    burn_rate: float | None
+
+
+class BudgetDetailOut(Schema):
+    since: datetime
+    until: datetime
+    left_out_hours: int
+    delivery: MeasureOut
+    latency: MeasureOut
+    least_left: float | None
+
+
+class BurnOut(Schema):
+    name: str
+    long_seconds: int
+    short_seconds: int
+    factor: float
+    holds: bool
+    delivery_burns: bool
+    latency_burns: bool
+    delivery: list[MeasureOut]
+    latency: list[MeasureOut]
+
+
+class ObjectivesOut(Schema):
+    stream_id: str
+    objective: ObjectiveOut
+    budget: BudgetDetailOut | None
+    burns: list[BurnOut]
+
+
+class ScanOut(Schema):
+    id: int
+    state: str
+    requested_by: str
+    created_at: datetime
+    confirmed_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    planned: int
+    previewed: int
+    matched: int
+    percent: int
+    message: str
+
+
+class WindowOut(Schema):
+    id: int
+    stream_id: str
+    kind: str
+    label: str
+    start: datetime
+    end: datetime | None
+    marked_by: str
+    created_at: datetime
+    latest_scan: ScanOut | None
+
+
+class WindowPage(Page):
+    items: list[WindowOut]
+    audit_skipped: str
+
+
+class ScanChainOut(Schema):
+    chain_id: str
+    first_block: int
+    last_block: int
+    next_block: int
+    blocks: int
+    placed_by: str
+
+
+class ChainRangeOut(Schema):
+    chain_id: str
+    first: int
+    last: int
+    blocks: int
+    placed_by: str
+
+
+class MissingBlockOut(Schema):
+    chain_id: str
+    block_number: int
+    records: int
+    block_time: datetime | None
+    previewed_at: datetime | None
+
+
+class StillMissingOut(Schema):
+    chain_id: str
+    block_number: int
+    state: str
+
+
+class RecoveryOut(Schema):
+    asked: int
+    recovered: int
+    complete: bool
+    still_missing: list[StillMissingOut]
+
+
+class WindowDetail(WindowOut):
+    scans: list[ScanOut]
+    chains: list[ScanChainOut]
+    planned_ranges: list[ChainRangeOut]
+    placing_error: str
+    missing_count: int
+    missing: list[MissingBlockOut]
+    resends: list[int]
+    recovery: RecoveryOut | None
+
+
+class ActionRowOut(Schema):
+    id: int
+    kind: str
+    state: str
+    scope: str
+    stream_id: str
+    requested_by: str
+    created_at: datetime
+    confirmed_at: datetime | None
+    finished_at: datetime | None
+    target_count: int
+    answer: str
+
+
+class ActionPage(Page):
+    items: list[ActionRowOut]

@@ -13,7 +13,17 @@ from django.urls import URLPattern, include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 
-from dashboard.api import actions, deliveries, error_groups, incidents, problems, streams
+from dashboard.api import (
+    actions,
+    completeness,
+    deliveries,
+    error_groups,
+    incidents,
+    problems,
+    retries,
+    streams,
+    timelines,
+)
 from dashboard.api.security import PerTokenThrottle, TokenOrSession, docs_access
 
 ERROR_STATUSES = {
@@ -55,7 +65,7 @@ api = DashboardApi(
     docs_decorator=docs_access,
 )
 problems.install(api)
-for module in (deliveries, streams, error_groups, incidents, actions):
+for module in (deliveries, streams, error_groups, incidents, actions, timelines, retries, completeness):
     api.add_router("", module.router)
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from dashboard.api.models import ApiToken
 from dashboard.api.urls import api
+from dashboard.deliveries.models import OutageWindow, Stream, WindowKind
 from tests.api.conftest import STREAM, World, bearer, staff_without_act, token_for
 from tests.conftest import make_user
 
@@ -37,6 +38,13 @@ ENDPOINTS = [
     ("get", "/api/v1/actions/{action_id}", AUDIT),
     ("post", "/api/v1/actions/{action_id}/confirm", ACT),
     ("post", "/api/v1/actions/{action_id}/cancel", ACT),
+    ("get", "/api/v1/timeline", READ),
+    ("get", "/api/v1/latency", READ),
+    ("get", "/api/v1/retries", READ),
+    ("get", "/api/v1/streams/{stream_id}/objectives", READ),
+    ("get", "/api/v1/streams/{stream_id}/windows", READ),
+    ("get", "/api/v1/windows/{window_id}", READ),
+    ("get", "/api/v1/actions", AUDIT),
 ]
 
 
@@ -104,10 +112,20 @@ CALLERS: dict[str, tuple[Callable[[], Client], dict[str, int]]] = {
 }
 
 
+def _window_id(template: str) -> int:
+    if "{window_id}" not in template:
+        return 0
+    now = timezone.now()
+    return OutageWindow.objects.create(
+        stream=Stream.objects.get(stream_id=STREAM), kind=WindowKind.MARKED, label="address reload",
+        start=now - timedelta(hours=2), end=now - timedelta(hours=1),
+    ).pk
+
+
 def _url(template: str, world: World) -> str:
     return template.format(
         delivery_id=world.delivery.pk, stream_id=STREAM, group_id=world.group_id, incident_id=world.incident.pk,
-        action_id=world.action.pk,
+        action_id=world.action.pk, window_id=_window_id(template),
     )
 
 

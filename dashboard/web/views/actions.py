@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from dashboard.accounts.access import viewer_required
 from dashboard.actions import services
-from dashboard.actions.models import ActionKind, ActionState, ItemState, ProviderAction
+from dashboard.actions.models import ActionKind, ActionQuerySet, ActionState, ItemState, ProviderAction
 from dashboard.actions.tasks import run_action_task
 from dashboard.deliveries.models import Delivery, Stream
 from dashboard.text import visible
@@ -211,14 +211,19 @@ def _refusal_expected(streams: list[Stream]) -> str:
     return "terminated" if all(s.provider_status == "terminated" for s in streams) else "error"
 
 
+def audit_actions(stream: str = "") -> ActionQuerySet:
+    """The audit of actions at the provider, newest first, of one stream or all: the Actions page's list (and the
+    API's)."""
+    actions = ProviderAction.objects.requested()
+    return actions.for_stream(stream) if stream else actions
+
+
 @viewer_required
 def action_list(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm(VIEW_AUDIT):
         raise PermissionDenied("Only staff may see the audit of actions at the provider.")
-    actions = ProviderAction.objects.requested()
     stream = request.GET.get("stream", "").strip()[:64]
-    if stream:
-        actions = actions.for_stream(stream)
+    actions = audit_actions(stream)
     context = {
         "nav": "actions",
         "actions": list(actions[:AUDIT_PAGE]),

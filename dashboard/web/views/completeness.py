@@ -8,7 +8,7 @@ writes nothing). Re-sends are actions at the provider and need both. Bad input a
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from django import forms
 from django.core.exceptions import PermissionDenied
@@ -18,9 +18,9 @@ from django.views.decorators.http import require_POST
 
 from dashboard.accounts.access import viewer_required
 from dashboard.actions import block_scan, services
-from dashboard.actions.models import SCAN_LIVE, BlockScan, ProviderAction, ScanState
+from dashboard.actions.models import SCAN_LIVE, BlockScan, BlockScanChain, ProviderAction, ScanState
 from dashboard.actions.tasks import run_block_scan_task
-from dashboard.deliveries.completeness import WindowRefused, chain_ranges, mark_window
+from dashboard.deliveries.completeness import ChainRange, WindowRefused, chain_ranges, mark_window
 from dashboard.deliveries.models import OutageWindow, Stream
 from dashboard.live import render_live
 from dashboard.web.forms import form_errors
@@ -67,34 +67,56 @@ def _scan(pk: int) -> BlockScan:
     return scan
 
 
-@viewer_required
-def outage_window(request: HttpRequest, pk: int) -> HttpResponse:
-    window = _window(pk)
-    stream = window.stream
+class WindowFindings(TypedDict):
+    scans: list[BlockScan]
+    scan: BlockScan | None
+    chains: list[BlockScanChain]
+    ranges: list[ChainRange]
+    planned: int
+    placing_error: str
+    missing: list[block_scan.MissingBlock]
+    missing_count: int
+    resends: list[ProviderAction]
+    recovery: block_scan.Recovery | None
+
+
+def window_findings(window: OutageWindow) -> WindowFindings:
+    """An outage window's latest scans (the newest first) with the newest one's chains, the blocks a new scan would
+    preview (when none is live or done), the missing blocks found (the first MISSING_SHOWN), the re-sends and
+    their verification: the window page's (and the API's)."""
     scans = list(window.scans.all()[:5])
     scan = scans[0] if scans else None
     ranges, placing_error = [], ""
     if scan is None or scan.state in (ScanState.CANCELLED, ScanState.EXPIRED, ScanState.FAILED):
         try:
-            ranges = chain_ranges(stream, window.start, window.end or datetime.now(UTC) - block_scan.SETTLE)
+            ranges = chain_ranges(window.stream, window.start, window.end or datetime.now(UTC) - block_scan.SETTLE)
         except WindowRefused as exc:
             placing_error = str(exc)
     missing = block_scan.missing_blocks(scan) if scan is not None and scan.previewed else []
-    resends = list(ProviderAction.objects.filter(scan=scan).order_by("-created_at")[:5]) if scan else []
-    context: dict[str, Any] = {
-        "nav": "streams",
-        "window": window,
-        "stream": stream,
-        "scan": scan,
+    return {
         "scans": scans,
+        "scan": scan,
         "chains": list(scan.chains.all()) if scan is not None else [],
         "ranges": ranges,
         "planned": sum(r.blocks for r in ranges),
         "placing_error": placing_error,
         "missing": missing[:MISSING_SHOWN],
         "missing_count": len(missing),
-        "resends": resends,
+        "resends": list(ProviderAction.objects.filter(scan=scan).order_by("-created_at")[:5]) if scan else [],
         "recovery": block_scan.recovery(scan) if scan is not None else None,
+    }
+
+
+@viewer_required
+def outage_window(request: HttpRequest, pk: int) -> HttpResponse:
+    window = _window(pk)
+    findings = window_findings(window)
+    scan = findings["scan"]
+    context: dict[str, Any] = {
+        "nav": "streams",
+        "window": window,
+        "stream": window.stream,
+        **findings,
         "budget_left": block_scan.budget_left(),
         "can_scan": block_scan.can_scan(request.user),
         "can_act": services.can_act(request.user),

@@ -14,10 +14,33 @@ from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES, retry_schedule
 from dashboard.replica import reads_replica
 from dashboard.web.forms import RetryStatsForm
-from dashboard.web.retry_stats import retry_rows
+from dashboard.web.retry_stats import RetryRow, retry_rows
 from dashboard.web.views.common import bad_filters
 
 STILL_FAILING_ROWS = 100
+
+
+def retry_slice(data: dict[str, Any]) -> dict[str, Any]:
+    return {"stream_id": data.get("stream") or None, "tag": data.get("tag") or None}
+
+
+def retry_statistics_rows(data: dict[str, Any]) -> tuple[list[RetryRow], RetryRow]:
+    """The retry statistics of a valid `RetryStatsForm`'s window and slice, per stream or tag (most retried
+    first) and over all: the Retries page's table (and the API's). A replay's delivery counts at its exact time."""
+    window = data["window"]
+    by = data.get("by") or "stream"
+    dimension = "stream_id" if by == "stream" else "tag"
+    slice_kwargs = retry_slice(data)
+    distribution = RollupWindow.between(window.start, window.end).slice(**slice_kwargs).retry_distribution(
+        *(("stream_id", "tag") if by == "stream" else ("tag",))
+    )
+    rows, overall = retry_rows(distribution, dimension)
+    by_key = {row.key: row for row in rows}
+    for key, retries, seconds in ReplayItem.objects.recoveries(window.start, window.end, dimension, **slice_kwargs):
+        for row in (by_key.get(key), overall):
+            if row is not None:
+                row.add_exact(retries, seconds)
+    return rows, overall
 
 
 @viewer_required
@@ -29,17 +52,8 @@ def retry_statistics(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     window = data["window"]
     by = data.get("by") or "stream"
-    dimension = "stream_id" if by == "stream" else "tag"
-    slice_kwargs: dict[str, Any] = {"stream_id": data.get("stream") or None, "tag": data.get("tag") or None}
-    distribution = RollupWindow.between(window.start, window.end).slice(**slice_kwargs).retry_distribution(
-        *(("stream_id", "tag") if by == "stream" else ("tag",))
-    )
-    rows, overall = retry_rows(distribution, dimension)
-    by_key = {row.key: row for row in rows}
-    for key, retries, seconds in ReplayItem.objects.recoveries(window.start, window.end, dimension, **slice_kwargs):
-        for row in (by_key.get(key), overall):
-            if row is not None:
-                row.add_exact(retries, seconds)
+    slice_kwargs = retry_slice(data)
+    rows, overall = retry_statistics_rows(data)
 
     failing = Delivery.objects.for_list().slice(**slice_kwargs).still_retrying().newest_first()
     still_failing = list(failing[: STILL_FAILING_ROWS + 1])

@@ -3,6 +3,8 @@ URL or chain."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -16,6 +18,23 @@ from dashboard.web.forms import MENU_WINDOW, TimelineForm
 from dashboard.web.views.common import bad_filters
 
 
+def timeline_of(data: dict[str, Any], slice_kwargs: dict[str, Any]) -> timeline.Timeline:
+    """The delivered and failed counts of a valid `TimelineForm`'s window and slice: the Timeline page's chart
+    (and the API's)."""
+    window = data["window"]
+    return timeline.build(window.start, window.end, slice_kwargs, event=data.get("event") or "", zone=data["tz"])
+
+
+def latency_of(data: dict[str, Any], slice_kwargs: dict[str, Any]) -> latency_panel.SliceLatency | None:
+    """The Timeline page's latency panel (and the API's): the slice's percentiles over the window, over time and per
+    chain (unless a chain is chosen, from the same read). Latency histograms are kept per stream, tag, URL and
+    chain, not per decoded event: None with an event."""
+    if data.get("event"):
+        return None
+    by = "" if slice_kwargs["chain_id"] else "chain_id"
+    return latency_panel.read(data["window"], slice_kwargs, by=by)
+
+
 @viewer_required
 @reads_replica
 def timeline_page(request: HttpRequest) -> HttpResponse:
@@ -25,11 +44,8 @@ def timeline_page(request: HttpRequest) -> HttpResponse:
     window = form.cleaned_data["window"]
     slice_kwargs = form.slice_kwargs()
     event = form.cleaned_data["event"]
-    result = timeline.build(window.start, window.end, slice_kwargs, event=event, zone=form.cleaned_data["tz"])
-    # Latency histograms are kept per stream, tag, URL and chain, not per decoded event: no latency read then.
-    # The same read gives the per-chain table, unless a chain is chosen.
-    by = "" if slice_kwargs["chain_id"] else "chain_id"
-    latency = None if event else latency_panel.read(window, slice_kwargs, by=by)
+    result = timeline_of(form.cleaned_data, slice_kwargs)
+    latency = latency_of(form.cleaned_data, slice_kwargs)
     menu_since = timezone.now() - MENU_WINDOW
     context = {
         "nav": "timeline",
