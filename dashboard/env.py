@@ -81,6 +81,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_pairs(name: str) -> dict[str, str]:
+    """Comma-separated `key=value` pairs (`ops-admins=Staff,ops=Viewers`); a key may itself hold `=`."""
+    pairs: dict[str, str] = {}
+    for item in env_list(name, []):
+        key, sep, value = item.rpartition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ImproperlyConfiguredEnv(f"{name} must list name=value pairs separated by commas, got {item!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
 def env_networks(name: str) -> list[IPv4Network | IPv6Network]:
     """A comma-separated list of networks in CIDR notation (a bare address is a network of one)."""
     networks: list[IPv4Network | IPv6Network] = []

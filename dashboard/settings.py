@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from kombu import Queue
@@ -17,6 +18,7 @@ from dashboard.env import (
     env_int,
     env_list,
     env_networks,
+    env_pairs,
     env_percent,
     env_str,
     env_url,
@@ -86,7 +88,9 @@ MIDDLEWARE = [
 # AxesBackend first: it refuses a locked-out username or address before any password is checked.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend's checks, refusing passwords when LOCAL_LOGIN is off (break-glass accounts excepted).
+    "dashboard.accounts.backends.PasswordBackend",
+    "dashboard.accounts.oidc.OidcBackend",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -231,6 +235,34 @@ AXES_HTTP_RESPONSE_CODE = 429
 # places from the right; with none, the connection's own address.
 PROXY_COUNT = env_int("PROXY_COUNT", 0, minimum=0, maximum=5)
 AXES_CLIENT_IP_CALLABLE = "dashboard.client_address.client_address"
+
+# Sign-in with the company's identity provider (OpenID Connect, mozilla-django-oidc; dashboard/accounts/oidc.py):
+# on when OIDC_DISCOVERY_URL is set. The client secret comes from the environment only and is never stored.
+OIDC_DISCOVERY_URL = env_url("OIDC_DISCOVERY_URL", "") if env_str("OIDC_DISCOVERY_URL") else ""
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
+if OIDC_DISCOVERY_URL and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+    raise ImproperlyConfiguredEnv("OIDC_CLIENT_ID and OIDC_CLIENT_SECRET must be set with OIDC_DISCOVERY_URL")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME") or "your identity provider"
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES") or "openid email profile groups"
+if "openid" not in OIDC_RP_SCOPES.split():
+    raise ImproperlyConfiguredEnv("OIDC_SCOPES must include openid")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM") or "groups"
+# group=Role pairs; the role names are checked against the roles when the accounts app starts.
+OIDC_ROLE_MAP = env_pairs("OIDC_ROLE_MAP")
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+# Kept in the session for the provider's logout (id_token_hint).
+OIDC_STORE_ID_TOKEN = True
+OIDC_TIMEOUT = 10
+LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
+BREAK_GLASS_USERS = env_list("BREAK_GLASS_USERS", [])
+if not LOCAL_LOGIN and not OIDC_DISCOVERY_URL:
+    raise ImproperlyConfiguredEnv("LOCAL_LOGIN=0 needs OIDC_DISCOVERY_URL: nobody could log in otherwise")
+if OIDC_DISCOVERY_URL:
+    # Logging out POSTs a form that redirects to the provider's end-session endpoint: allow its origin.
+    _oidc_origin = "{0.scheme}://{0.netloc}".format(urlsplit(OIDC_DISCOVERY_URL))
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(_oidc_origin)
 
 # Upstream (Moralis). Defaults are the real provider; the demo points them at the simulator.
 MORALIS_API_KEY = env_str("MORALIS_API_KEY")

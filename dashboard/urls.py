@@ -1,11 +1,11 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from dashboard import health, metrics
+from dashboard.accounts import views as accounts_views
 
 
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -20,8 +20,10 @@ urlpatterns = [
     path("account/tokens/", include("dashboard.api.pages_urls")),
     # Login and logout only: users are managed by staff, so there is no password reset by mail (its URLs
     # answer 404) and no self-service password change.
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/", accounts_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", accounts_views.logout, name="logout"),
+    # Sign-in with the identity provider (OpenID Connect): its start and the provider's redirect back.
+    path("oidc/", include("dashboard.accounts.urls")),
     # Sources moved from the deliveries app to their own; old admin bookmarks still lead there.
     re_path(
         r"^admin/deliveries/source/(?P<rest>.*)$",

@@ -99,3 +99,13 @@ def assign_role(user: Any, role: str) -> None:
     if user.is_staff != (role == STAFF):
         user.is_staff = role == STAFF
         user.save(update_fields=["is_staff"])
+
+
+def clear_role(user: Any) -> None:
+    """Take the user out of every role group (no access: the "No access" page); no admin either."""
+    from django.contrib.auth.models import Group
+
+    user.groups.remove(*Group.objects.filter(name__in=ROLES))
+    if user.is_staff:
+        user.is_staff = False
+        user.save(update_fields=["is_staff"])
