@@ -331,3 +331,12 @@ def test_with_local_login_off_refused_passwords_count_as_failures(provider_only:
     locked = Client().post("/accounts/login/", {"username": "breakglass", "password": PASSWORD},
                            REMOTE_ADDR="198.51.100.3")
     assert locked.status_code == 429
+
+
+def test_the_admin_lists_the_identities(provider: Provider) -> None:
+    sign_in(Client())
+    root = make_user("root", staff=True)
+    client = Client()
+    client.force_login(root)
+    page = client.get("/admin/accounts/oidcidentity/")
+    assert page.status_code == 200 and b"00u-alice-1" in page.content
