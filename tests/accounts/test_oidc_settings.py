@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from dashboard.env import ImproperlyConfiguredEnv, env_pairs
-from tests.test_settings import run_check
+from tests.test_settings import ROOT, run_check
 
 PROVIDER = {
     "OIDC_DISCOVERY_URL": "https://sso.example.com/.well-known/openid-configuration",
@@ -44,3 +48,16 @@ def test_good_provider_settings_pass() -> None:
     result = run_check(**PROVIDER, OIDC_ROLE_MAP="ops-admins=Staff,ops=Viewers", LOCAL_LOGIN="0",
                        BREAK_GLASS_USERS="breakglass")
     assert result.returncode == 0, result.stderr
+
+
+def test_a_configured_provider_may_receive_the_logout_form() -> None:
+    # Logging out POSTs a form that ends in a redirect to the provider: Chromium holds that redirect to
+    # form-action (tests/browser/test_oidc_sign_in.py signs out through it).
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update({"SECRET_KEY": "x" * 50, **PROVIDER})
+    result = subprocess.run(
+        [sys.executable, "-c", "from dashboard import settings; "
+         "print(settings.CONTENT_SECURITY_POLICY['DIRECTIVES']['form-action'])"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.stdout.strip() == "[\"'self'\", 'https://sso.example.com']", result.stderr
