@@ -153,8 +153,9 @@ def membership(claims: dict[str, Any]) -> Membership:
 
 
 def apply_membership(user: Any, granted: Membership) -> None:
-    # A superuser is made by hand and keeps its rights whatever the provider says.
-    if user.is_superuser:
+    # A superuser is made by hand and keeps its rights whatever the provider says; without a role map (a
+    # provider that sends no groups) roles are given by hand and kept.
+    if user.is_superuser or not settings.OIDC_ROLE_MAP:
         return
     if granted.role is None:
         clear_role(user)

@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from dashboard.accounts import oidc
 from dashboard.accounts.models import OidcIdentity
-from dashboard.accounts.roles import STAFF, VIEWERS
+from dashboard.accounts.roles import STAFF, VIEWERS, assign_role
 from tests.conftest import make_user
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, Provider
 
@@ -340,3 +340,24 @@ def test_the_admin_lists_the_identities(provider: Provider) -> None:
     client.force_login(root)
     page = client.get("/admin/accounts/oidcidentity/")
     assert page.status_code == 200 and b"00u-alice-1" in page.content
+
+
+def test_without_a_role_map_roles_are_given_by_hand_and_kept(provider: Provider, settings: Any) -> None:
+    settings.OIDC_ROLE_MAP = {}
+    client = Client()
+    sign_in(client)
+    user = User.objects.get(username="alice")
+    assert roles_of(user) == set()
+    assert client.get(reverse("web:overview")).status_code == 403
+    assign_role(user, VIEWERS)
+    client = Client()
+    sign_in(client)
+    assert roles_of(User.objects.get(username="alice")) == {VIEWERS}
+    assert client.get(reverse("web:overview")).status_code == 200
+
+
+def test_with_local_login_off_a_refused_password_says_why(provider_only: Provider) -> None:
+    make_user("carol")
+    page = Client().post("/accounts/login/?local=1", {"username": "carol", "password": PASSWORD})
+    assert b"may not log in with a password" in page.content
+    assert b"sign in with Example SSO" in page.content
