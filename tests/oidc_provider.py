@@ -50,6 +50,7 @@ class Provider:
         self.issued: list[str] = []
         self.codes: dict[str, dict[str, Any]] = {}
         self.logouts: list[dict[str, list[str]]] = []
+        self.token_auth_methods = ["client_secret_post", "client_secret_basic"]
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -83,6 +84,7 @@ class Provider:
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
             "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": self.token_auth_methods,
         }
 
     def jwks(self) -> dict[str, Any]:
@@ -106,6 +108,8 @@ class Provider:
         return 302, {"Location": location}, b""
 
     def token(self, form: dict[str, str], basic: tuple[str, str] | None) -> tuple[int, dict[str, Any]]:
+        if basic is None and "client_secret_post" not in self.token_auth_methods:
+            return 401, {"error": "invalid_client", "error_description": "client_secret_basic only"}
         client_id, client_secret = basic or (form.get("client_id", ""), form.get("client_secret", ""))
         if client_id != CLIENT_ID or client_secret != CLIENT_SECRET:
             return 401, {"error": "invalid_client"}

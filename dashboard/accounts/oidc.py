@@ -29,6 +29,7 @@ from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+from mozilla_django_oidc.utils import import_from_settings
 
 from dashboard.accounts.roles import ROLES, assign_role, clear_role
 
@@ -63,6 +64,8 @@ class Provider:
     userinfo_endpoint: str
     end_session_endpoint: str
     signing_algorithms: tuple[str, ...]
+    # The client's secret goes in an Authorization: Basic header unless the provider takes it in the form.
+    secret_in_header: bool
 
 
 _discovered: dict[str, tuple[float, Provider]] = {}
@@ -115,6 +118,10 @@ def _discover(url: str) -> Provider:
         userinfo_endpoint=str(document.get("userinfo_endpoint") or ""),
         end_session_endpoint=str(document.get("end_session_endpoint") or ""),
         signing_algorithms=tuple(a for a in offered if a in ASYMMETRIC),
+        # The specification's default when the document names none: client_secret_basic.
+        secret_in_header="client_secret_post" not in (
+            document.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
+        ),
     )
 
 
@@ -178,6 +185,11 @@ class OidcBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
         self.OIDC_RP_CLIENT_SECRET = settings.OIDC_RP_CLIENT_SECRET
         self.OIDC_RP_IDP_SIGN_KEY = None
 
+    def get_settings(self, attr: str, *args: Any) -> Any:
+        if attr == "OIDC_TOKEN_USE_BASIC_AUTH":
+            return provider().secret_in_header
+        return import_from_settings(attr, *args)
+
     @property
     def OIDC_OP_TOKEN_ENDPOINT(self) -> str:  # noqa: N802 (the library's name)
         return provider().token_endpoint
@@ -208,7 +220,7 @@ class OidcBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
             raise SignInRefused(f"The ID token is signed with {algorithm!s:.20}, which is not accepted here.")
         try:
             key = self.retrieve_matching_jwk(token)
-        except SuspiciousOperation:
+        except (SuspiciousOperation, KeyError):
             raise SignInRefused("The ID token is signed with a key the identity provider does not publish.") from None
         try:
             claims: dict[str, Any] = jwt.decode(

@@ -361,3 +361,18 @@ def test_with_local_login_off_a_refused_password_says_why(provider_only: Provide
     page = Client().post("/accounts/login/?local=1", {"username": "carol", "password": PASSWORD})
     assert b"may not log in with a password" in page.content
     assert b"sign in with Example SSO" in page.content
+
+
+def test_a_provider_taking_the_secret_only_in_a_basic_header_gets_it_there(provider: Provider) -> None:
+    provider.token_auth_methods = ["client_secret_basic"]
+    client = Client()
+    assert sign_in(client).status_code == 302
+    assert signed_in_user(client) is not None
+
+
+def test_a_wrong_client_secret_is_a_readable_page(provider: Provider, settings: Any) -> None:
+    settings.OIDC_RP_CLIENT_SECRET = "not-the-secret"
+    client = Client()
+    answer = sign_in(client)
+    assert_refused(answer, client, "The identity provider refused the sign-in", 502)
+    assert b"not-the-secret" not in answer.content
