@@ -118,13 +118,12 @@ def read(window: Window, slice_kwargs: dict[str, Any], *, by: str = "") -> Slice
     slowest_u, slowest_c = slowest_from(latency.unconfirmed_buckets), slowest_from(latency.confirmed_buckets)
     read_exactly = False
     if 0 < latency.unconfirmed.count + latency.confirmed.count <= EXACT_UP_TO:
-        # Few enough to read: the same deliveries' percentiles exactly, and the links from the exact p95.
+        # Few enough to read: the window's (and each chain's) percentiles exactly, and the links from the exact p95;
+        # the points over time stay the histograms' (a third read of the same rows for a chart).
         deliveries = Delivery.objects.filter(date__gte=HourlyRollup.hour_of(start)).slice(**slice_kwargs)
         if window.end is not None:
             deliveries = deliveries.filter(date__lt=_ceil_hour(window.end))
         latency = exact(latency, deliveries.latency_percentiles())
-        per_time = _grouped(deliveries.latency_percentiles(bucket=(EPOCH, step)), "bucket")
-        over_time = [(bucket, exact(parts, per_time.get(bucket, []))) for bucket, parts in over_time]
         if by:
             per_by = _grouped(deliveries.latency_percentiles(by), by)
             by_value = [(value, exact(parts, per_by.get(value, []))) for value, parts in by_value]
