@@ -10,11 +10,28 @@ from django.http import Http404, HttpRequest
 from django.utils import timezone
 from ninja import Query, Router
 
+from dashboard.actions import block_scan
 from dashboard.actions.audit import skip_reason
 from dashboard.actions.models import BlockScan
-from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, int_cursor, next_url, on_replica, read_int_cursor
-from dashboard.api.problems import refuse_unknown
-from dashboard.api.schemas import MeasureOut, ObjectivesOut, ScanOut, WindowDetail, WindowPage
+from dashboard.api.pages import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    int_cursor,
+    key_cursor,
+    next_url,
+    on_replica,
+    read_int_cursor,
+    read_key_cursor,
+)
+from dashboard.api.problems import Problem, refuse_unknown
+from dashboard.api.schemas import (
+    MeasureOut,
+    MissingBlockPage,
+    ObjectivesOut,
+    ScanOut,
+    WindowDetail,
+    WindowPage,
+)
 from dashboard.api.security import allow
 from dashboard.api.tokens import VIEW
 from dashboard.deliveries.completeness import windows_of
@@ -133,6 +150,18 @@ def stream_windows(
     }
 
 
+def _outage_window(window_id: int) -> OutageWindow:
+    window = OutageWindow.objects.select_related("stream", "stream__source").filter(pk=window_id).first()
+    if window is None:
+        raise Http404("No outage window with this number.")
+    return window
+
+
+def _missing(block: block_scan.MissingBlock) -> dict[str, Any]:
+    return {"chain_id": block.chain_id, "block_number": block.block_number, "records": block.records,
+            "block_time": block.block_time, "previewed_at": block.previewed_at}
+
+
 @router.get("/windows/{int:window_id}", response=WindowDetail, summary="An outage window: scans, missing blocks, recovery")
 @on_replica
 def window_detail(request: HttpRequest, window_id: int) -> dict[str, Any]:
@@ -143,9 +172,7 @@ def window_detail(request: HttpRequest, window_id: int) -> dict[str, Any]:
     re-sent and back in the history, those still missing named)."""
     allow(request, VIEW)
     refuse_unknown(request, [])
-    window = OutageWindow.objects.select_related("stream", "stream__source").filter(pk=window_id).first()
-    if window is None:
-        raise Http404("No outage window with this number.")
+    window = _outage_window(window_id)
     found = window_findings(window)
     recovery = found["recovery"]
     return {
@@ -162,11 +189,7 @@ def window_detail(request: HttpRequest, window_id: int) -> dict[str, Any]:
         ],
         "placing_error": found["placing_error"],
         "missing_count": found["missing_count"],
-        "missing": [
-            {"chain_id": m.chain_id, "block_number": m.block_number, "records": m.records,
-             "block_time": m.block_time, "previewed_at": m.previewed_at}
-            for m in found["missing"]
-        ],
+        "missing": [_missing(m) for m in found["missing"]],
         "resends": [action.pk for action in found["resends"]],
         "recovery": None if recovery is None else {
             "asked": recovery.asked, "recovered": recovery.recovered, "complete": recovery.complete,
@@ -175,4 +198,39 @@ def window_detail(request: HttpRequest, window_id: int) -> dict[str, Any]:
                 for chain, block, state in recovery.still_missing
             ],
         },
+    }
+
+
+@router.get("/windows/{int:window_id}/missing-blocks", response=MissingBlockPage,
+            summary="Every missing block of a window's latest scan, paged")
+@on_replica
+def window_missing_blocks(
+    request: HttpRequest,
+    window_id: int,
+    limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+    cursor: str = Query("", max_length=100, description="`next_cursor` of the previous page"),
+) -> dict[str, Any]:
+    """The blocks the window's latest scan found the stream matched and of which no delivery is stored now
+    (`actions.block_scan.missing_blocks`, as on the window page), by chain and block, all of them page by page."""
+    allow(request, VIEW)
+    refuse_unknown(request, ["limit", "cursor"])
+    window = _outage_window(window_id)
+    scan = window.scans.first()
+    missing = block_scan.missing_blocks(scan) if scan is not None and scan.previewed else []
+    start = 0
+    after = read_key_cursor(cursor)
+    if after is not None:
+        chain, _, number = after.rpartition(":")
+        if not number.isdigit():
+            raise Problem(400, "cursor: this cursor is not valid; start again without it.", kind="invalid-parameter")
+        start = sum(1 for m in missing if (m.chain_id, m.block_number) <= (chain, int(number)))
+    shown = missing[start : start + limit]
+    more = start + limit < len(missing)
+    next_cursor = key_cursor(f"{shown[-1].chain_id}:{shown[-1].block_number}") if shown and more else None
+    return {
+        "scan_id": scan.pk if scan is not None else None,
+        "count": len(missing),
+        "items": [_missing(m) for m in shown],
+        "next_cursor": next_cursor,
+        "next": next_url(request, next_cursor),
     }

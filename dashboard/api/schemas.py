@@ -402,6 +402,12 @@ class MissingBlockOut(Schema):
     previewed_at: datetime | None
 
 
+class MissingBlockPage(Page):
+    scan_id: int | None
+    count: int
+    items: list[MissingBlockOut]
+
+
 class StillMissingOut(Schema):
     chain_id: str
     block_number: int

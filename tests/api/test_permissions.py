@@ -44,6 +44,7 @@ ENDPOINTS = [
     ("get", "/api/v1/streams/{stream_id}/objectives", READ),
     ("get", "/api/v1/streams/{stream_id}/windows", READ),
     ("get", "/api/v1/windows/{window_id}", READ),
+    ("get", "/api/v1/windows/{window_id}/missing-blocks", READ),
     ("get", "/api/v1/actions", AUDIT),
 ]
 

@@ -251,6 +251,10 @@ def test_windows_audits_and_a_windows_missing_blocks_match_the_pages(
     assert [s["id"] for s in got["scans"]] == [s.pk for s in shown["scans"]]
     assert got["recovery"] is None and shown["recovery"] is None
     assert got["planned_ranges"] == [] and got["placing_error"] == shown["placing_error"]
+    paged, last = _walk(client, f"/api/v1/windows/{found.pk}/missing-blocks?limit=1")
+    assert [(m["chain_id"], m["block_number"]) for m in paged] == [("0x1", 7), ("0x1", 9)]
+    assert last["count"] == 2 and last["scan_id"] == shown["scan"].pk
+    assert client.get(f"/api/v1/windows/{found.pk}/missing-blocks?cursor=bm9wZQ").status_code == 400
     assert client.get("/api/v1/windows/999999").status_code == 404
     assert client.get(f"/api/v1/streams/{STREAM}/windows?kind=maintenance").status_code == 400
     assert client.get("/api/v1/streams/unknown/windows").status_code == 404
