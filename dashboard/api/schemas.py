@@ -6,7 +6,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from ninja import Schema
+from ninja import Field, Schema
+from pydantic import ConfigDict
 
 
 class Page(Schema):
@@ -448,3 +449,138 @@ class ActionRowOut(Schema):
 
 class ActionPage(Page):
     items: list[ActionRowOut]
+
+
+class ChannelRef(Schema):
+    id: int
+    name: str
+
+
+class AlertRuleOut(Schema):
+    id: int
+    name: str
+    enabled: bool
+    scope: str
+    scope_value: str
+    condition: str
+    condition_text: str
+    window_minutes: int
+    threshold_percent: int
+    min_deliveries: int
+    latency_seconds: int
+    quiet_probability: float
+    consecutive_failures: int
+    stale_minutes: int
+    recipients: str
+    grace_minutes: int
+    cooldown_minutes: int
+    digest: str
+    muted_until: datetime | None
+    channels: list[ChannelRef]
+    created_at: datetime
+
+
+class AlertRulePage(Page):
+    items: list[AlertRuleOut]
+
+
+class AlertRuleIn(Schema):
+    """An alert rule's fields as the admin's form has them; on create a field left out takes its default, on
+    update it is left as it is. `channels` are channel ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    enabled: bool | None = None
+    scope: str | None = None
+    scope_value: str | None = None
+    condition: str | None = None
+    window_minutes: int | None = None
+    threshold_percent: int | None = None
+    min_deliveries: int | None = None
+    latency_seconds: int | None = None
+    quiet_probability: float | None = None
+    consecutive_failures: int | None = None
+    stale_minutes: int | None = None
+    recipients: str | None = None
+    grace_minutes: int | None = None
+    cooldown_minutes: int | None = None
+    digest: str | None = None
+    muted_until: datetime | None = None
+    channels: list[int] | None = None
+
+
+class ChannelOut(Schema):
+    """A channel without its URL or secret: only whether each is stored, and the URL's scheme and host."""
+
+    id: int
+    name: str
+    kind: str
+    enabled: bool
+    url_hint: str
+    url_stored: bool
+    secret_stored: bool
+    created_at: datetime
+    last_attempt_at: datetime | None
+    last_attempt_ok: bool | None
+    last_attempt_result: str
+
+
+class ChannelPage(Page):
+    items: list[ChannelOut]
+
+
+
+class ChannelIn(Schema):
+    """`url` and `secret` are write-only: stored encrypted, never answered; on update, left out keeps them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    kind: str | None = None
+    enabled: bool | None = None
+    url: str | None = Field(None, json_schema_extra={"writeOnly": True})
+    secret: str | None = Field(None, json_schema_extra={"writeOnly": True})
+
+
+class ChannelTestOut(Schema):
+    message_id: int
+    status: str
+    channel: ChannelOut
+
+
+class MaintenanceWindowOut(Schema):
+    id: int
+    name: str
+    scope: str
+    scope_value: str
+    starts_at: datetime | None
+    ends_at: datetime | None
+    cron: str
+    duration_minutes: int | None
+    time_zone: str
+    schedule: str
+    reason: str
+    created_by: str
+    created_at: datetime
+
+
+class MaintenanceWindowPage(Page):
+    items: list[MaintenanceWindowOut]
+
+
+class MaintenanceWindowIn(Schema):
+    """One-off (`starts_at`, `ends_at`) or recurring (`cron`, `duration_minutes`, `time_zone`); a field left out
+    takes its default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    scope: str | None = None
+    scope_value: str | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    cron: str | None = None
+    duration_minutes: int | None = None
+    time_zone: str | None = None
+    reason: str | None = None

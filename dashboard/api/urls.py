@@ -15,10 +15,13 @@ from ninja import NinjaAPI
 
 from dashboard.api import (
     actions,
+    alert_rules,
+    channels,
     completeness,
     deliveries,
     error_groups,
     incidents,
+    maintenance_windows,
     problems,
     retries,
     streams,
@@ -65,7 +68,8 @@ api = DashboardApi(
     docs_decorator=docs_access,
 )
 problems.install(api)
-for module in (deliveries, streams, error_groups, incidents, actions, timelines, retries, completeness):
+for module in (deliveries, streams, error_groups, incidents, actions, timelines, retries, completeness,
+               alert_rules, channels, maintenance_windows):
     api.add_router("", module.router)
 
 

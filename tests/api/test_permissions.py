@@ -12,9 +12,12 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.alerts.channels import store_settings
+from dashboard.alerts.models import Channel, ChannelKind
 from dashboard.api.models import ApiToken
 from dashboard.api.urls import api
 from dashboard.deliveries.models import OutageWindow, Stream, WindowKind
+from dashboard.expectations.models import MaintenanceWindow
 from tests.api.conftest import STREAM, World, bearer, staff_without_act, token_for
 from tests.conftest import make_user
 
@@ -46,6 +49,24 @@ ENDPOINTS = [
     ("get", "/api/v1/windows/{window_id}", READ),
     ("get", "/api/v1/windows/{window_id}/missing-blocks", READ),
     ("get", "/api/v1/actions", AUDIT),
+]
+ADMIN = "administration"
+# The administration endpoints: scope `admin`, and the admin's permission on the model (staff).
+ENDPOINTS += [
+    ("get", "/api/v1/alert-rules", ADMIN),
+    ("post", "/api/v1/alert-rules", ADMIN),
+    ("get", "/api/v1/alert-rules/{rule_id}", ADMIN),
+    ("patch", "/api/v1/alert-rules/{rule_id}", ADMIN),
+    ("delete", "/api/v1/alert-rules/{rule_id}", ADMIN),
+    ("get", "/api/v1/channels", ADMIN),
+    ("post", "/api/v1/channels", ADMIN),
+    ("get", "/api/v1/channels/{channel_id}", ADMIN),
+    ("patch", "/api/v1/channels/{channel_id}", ADMIN),
+    ("delete", "/api/v1/channels/{channel_id}", ADMIN),
+    ("post", "/api/v1/channels/{channel_id}/test", ADMIN),
+    ("get", "/api/v1/maintenance-windows", ADMIN),
+    ("post", "/api/v1/maintenance-windows", ADMIN),
+    ("delete", "/api/v1/maintenance-windows/{maintenance_window_id}", ADMIN),
 ]
 
 
@@ -113,6 +134,27 @@ CALLERS: dict[str, tuple[Callable[[], Client], dict[str, int]]] = {
 }
 
 
+def _staff_role_token() -> Client:
+    return bearer(token_for(make_user("stella", role="Staff"), ["admin"]))
+
+
+CALLERS |= {
+    "token admin, superuser": (_token(["admin"]), {READ: 403, WRITE: 403, AUDIT: 403, ACT: 403}),
+    "token admin, Staff role": (_staff_role_token, {READ: 403, WRITE: 403, AUDIT: 403, ACT: 403}),
+    "token admin, viewer user": (_token(["admin"], staff=False), {READ: 403, WRITE: 403, AUDIT: 403, ACT: 403}),
+}
+# Per caller, the administration endpoints' answer: staff without the admin's permission on alerts and
+# expectations ("staff without the action permission" holds only the dashboard's roles) and tokens without the
+# scope `admin` are refused.
+ADMIN_STATUSES = {
+    "anonymous": 401, "viewer": 403, "staff without the action permission": 403, "staff": 200,
+    "token read, staff user": 403, "token act only, staff user": 403, "token read+act, viewer user": 403,
+    "token read+act, user without a role": 403, "token read+act, staff user": 403, "expired token": 401,
+    "revoked token": 401, "token admin, superuser": 200, "token admin, Staff role": 200,
+    "token admin, viewer user": 403,
+}
+
+
 def _window_id(template: str) -> int:
     if "{window_id}" not in template:
         return 0
@@ -127,10 +169,35 @@ def _url(template: str, world: World) -> str:
     return template.format(
         delivery_id=world.delivery.pk, stream_id=STREAM, group_id=world.group_id, incident_id=world.incident.pk,
         action_id=world.action.pk, window_id=_window_id(template),
+        **_admin_ids(template, world),
     )
 
 
+def _admin_ids(template: str, world: World) -> dict[str, int]:
+    channel = None
+    if "{channel_id}" in template:
+        channel = Channel(name="matrix", kind=ChannelKind.SLACK)
+        store_settings(channel, url=ADMIN_BODIES["/api/v1/channels"]["url"], secret=None)
+        channel.save()
+    window = MaintenanceWindow.objects.create(
+        name="matrix", scope="all", cron="0 3 * * *", duration_minutes=5
+    ) if "{maintenance_window_id}" in template else None
+    return {"rule_id": world.incident.rule_id, "channel_id": channel.pk if channel else 0,
+            "maintenance_window_id": window.pk if window else 0}
+
+
+ADMIN_BODIES: dict[str, dict[str, Any]] = {
+    "/api/v1/alert-rules": {"name": "matrix rule"},
+    "/api/v1/channels": {"name": "matrix slack", "kind": "slack",
+                         "url": "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX"},
+    "/api/v1/maintenance-windows": {"name": "matrix", "scope": "all", "cron": "0 3 * * *", "duration_minutes": 5},
+}
+
+
 def _call(client: Client, method: str, url: str) -> Any:
+    if method in ("patch", "delete") or (method == "post" and (url in ADMIN_BODIES or url.endswith("/test"))):
+        body = ADMIN_BODIES.get(url, {"enabled": False} if method == "patch" else {})
+        return getattr(client, method)(url, body, content_type="application/json")
     if method == "post":
         body: dict[str, Any] = {}
         if url.endswith("/notes"):
@@ -146,9 +213,11 @@ def _call(client: Client, method: str, url: str) -> Any:
 def test_it_allows_what_the_pages_allow(world: World, caller: str, method: str, template: str, kind: str) -> None:
     make, statuses = CALLERS[caller]
     response = _call(make(), method, _url(template, world))
-    expected = statuses[kind]
+    expected = ADMIN_STATUSES[caller] if kind == ADMIN else statuses[kind]
+    if expected == 200 and method == "delete":
+        expected = 204
     assert response.status_code == expected, response.content
-    if expected != 200:
+    if expected not in (200, 204):
         assert response["Content-Type"] == "application/problem+json"
         body = response.json()
         assert body["status"] == expected
