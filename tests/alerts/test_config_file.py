@@ -244,3 +244,16 @@ def test_export_writes_to_a_file(tmp_path: Path) -> None:
     call_command("export_config", "--output", str(path))
     assert path.read_text() == export()
     assert path.read_text().startswith("# Stream Dashboard configuration")
+
+
+def test_the_readmes_example_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Configuration as code"):]
+    example = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n", section.index("```yaml"))]
+    monkeypatch.setenv("SLACK_OPS_URL", SLACK_URL)
+    monkeypatch.setenv("PAGERDUTY_ROUTING_KEY", PD_KEY)
+    output = run_import(write(tmp_path, example))
+    assert "Applied: 6 to create, 0 to change, 0 to remove." in output
+    assert [c.name for c in AlertRule.objects.get(name="Failed deliveries").channels.order_by("name")] == [
+        "ops slack", "pager"]
+    assert run_import(write(tmp_path, example)).strip() == "Nothing to change."
