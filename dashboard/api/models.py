@@ -13,7 +13,7 @@ ADMIN = "admin"
 SCOPE_CHOICES = [
     (READ, "read: deliveries, streams, error groups and incidents"),
     (ACT, "act: incident changes and actions at the provider"),
-    (ADMIN, "admin: reserved for administration endpoints"),
+    (ADMIN, "admin: alert rules, channels and maintenance windows, as in the admin"),
 ]
 
 
