@@ -74,7 +74,18 @@ class PrivatePostgres:
         from pgserver._commands import pg_ctl
 
         # pgserver's own cleanup leaves alone a server restarted under it (a new postmaster): stop it here.
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user, timeout=60)
+        try:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user, timeout=60)
+        except subprocess.CalledProcessError:
+            # Refused only where no server runs any more (pg_ctl status then fails too): nothing left to stop.
+            try:
+                pg_ctl(["status"], pgdata=self.server.pgdata, user=self.server.system_user, timeout=60)
+            except subprocess.CalledProcessError:
+                pass
+            else:
+                # Still running after the fast stop's wait (a slow shutdown on a loaded machine): stop it at once.
+                pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=self.server.pgdata, user=self.server.system_user,
+                       timeout=60)
         self.server.cleanup()
 
 
