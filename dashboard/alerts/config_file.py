@@ -101,6 +101,11 @@ class Change:
         return f"{head}: " + "; ".join(parts)
 
 
+# Called with each object an import creates or changes (after) or removes (before), and what it did: the
+# command writes the admin's history from it.
+Audit = Callable[[models.Model, Change], None]
+
+
 @dataclass
 class Outcome:
     changes: list[Change]
@@ -289,18 +294,18 @@ def _data(section: Section, entry: Mapping[str, Any], channel_ids: Callable[[lis
 
 
 def apply(document: Mapping[str, Any], *, prune: bool = False, dry_run: bool = False,
-          environ: Mapping[str, str] | None = None) -> Outcome:
+          environ: Mapping[str, str] | None = None, audit: Audit | None = None) -> Outcome:
     """Make the database say what the file says, in one transaction; nothing is written on a problem or a dry
     run. The changes are returned (also for a dry run), never a secret."""
     environ = os.environ if environ is None else environ
     with transaction.atomic():
-        outcome = _apply(document, prune=prune, environ=environ)
+        outcome = _apply(document, prune=prune, environ=environ, audit=audit or (lambda obj, change: None))
         if dry_run:
             transaction.set_rollback(True)
     return outcome
 
 
-def _apply(document: Mapping[str, Any], *, prune: bool, environ: Mapping[str, str]) -> Outcome:
+def _apply(document: Mapping[str, Any], *, prune: bool, environ: Mapping[str, str], audit: Audit) -> Outcome:
     problems: list[str] = []
     changes: list[Change] = []
     kept: list[str] = []
@@ -321,7 +326,7 @@ def _apply(document: Mapping[str, Any], *, prune: bool, environ: Mapping[str, st
                                 "rename them in the admin so the file names one")
                 continue
             try:
-                change = _apply_entry(section, entry, found[0] if found else None, where, environ)
+                change = _apply_entry(section, entry, found[0] if found else None, where, environ, audit)
             except ConfigError as exc:
                 problems += exc.problems
                 continue
@@ -331,6 +336,7 @@ def _apply(document: Mapping[str, Any], *, prune: bool, environ: Mapping[str, st
             for obj in objs:
                 if prune:
                     changes.append(Change(section, key, "remove"))
+                    audit(obj, changes[-1])
                     obj.delete()
                 else:
                     kept.append(f"{section.label} {_shown(key)}")
@@ -354,7 +360,7 @@ def _channel_ids(where: str, names: list[Any]) -> list[int]:
 
 
 def _apply_entry(section: Section, entry: Mapping[str, Any], obj: Any, where: str,
-                 environ: Mapping[str, str]) -> Change | None:
+                 environ: Mapping[str, str], audit: Audit) -> Change | None:
     before = _entry(section, obj) if obj is not None else None
     data = _data(section, entry, lambda names: _channel_ids(where, names))
     secrets: dict[str, str] = {}
@@ -383,7 +389,9 @@ def _apply_entry(section: Section, entry: Mapping[str, Any], obj: Any, where: st
     after = _entry(section, saved, channels=channels)
     if before is None:
         _save(section, form, saved, created=True)
-        return Change(section, entry[section.key], "create")
+        change = Change(section, entry[section.key], "create")
+        audit(saved, change)
+        return change
     fields = [(name, before.get(name), after.get(name)) for name in section.fields
               if name not in SECRET_FIELDS and before.get(name) != after.get(name)]
     if section is CHANNELS:
@@ -391,7 +399,9 @@ def _apply_entry(section: Section, entry: Mapping[str, Any], obj: Any, where: st
     if not fields:
         return None
     _save(section, form, saved, created=False)
-    return Change(section, entry[section.key], "change", fields)
+    change = Change(section, entry[section.key], "change", fields)
+    audit(saved, change)
+    return change
 
 
 def _save(section: Section, form: forms.ModelForm, obj: Any, *, created: bool) -> None:

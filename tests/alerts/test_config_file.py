@@ -257,3 +257,30 @@ def test_the_readmes_example_imports(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert [c.name for c in AlertRule.objects.get(name="Failed deliveries").channels.order_by("name")] == [
         "ops slack", "pager"]
     assert run_import(write(tmp_path, example)).strip() == "Nothing to change."
+
+
+def test_with_a_user_each_change_is_in_the_admins_history(tmp_path: Path, environment: None) -> None:
+    from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+
+    from tests.conftest import make_user
+
+    populate()
+    document = yaml.safe_load(export())
+    make_user("deployer", staff=True)
+    document["alert_rules"][0]["window_minutes"] = 30
+    document["channels"] = [c for c in document["channels"] if c["name"] != "pager"]
+    document["maintenance_windows"].append({"name": "Freeze", "scope": "all", "cron": "0 0 24 12 *",
+                                            "duration_minutes": 4320})
+    path = write(tmp_path, yaml.safe_dump(document))
+    run_import(path, "--prune", "--dry-run", "--user", "deployer")
+    assert not LogEntry.objects.exists()
+    run_import(path, "--prune", "--user", "deployer")
+    entries = {(e.object_repr, e.action_flag): e.get_change_message() for e in LogEntry.objects.all()}
+    assert entries == {
+        ("Failed deliveries", CHANGE): "Changed window_minutes. Through import_config (config.yaml).",
+        ("pager", DELETION): "Deleted. Through import_config (config.yaml).",
+        ("Freeze", ADDITION): "Added. Through import_config (config.yaml).",
+    }
+    assert {e.user.username for e in LogEntry.objects.all()} == {"deployer"}
+    with pytest.raises(CommandError, match="no user named nobody"):
+        run_import(path, "--user", "nobody")
