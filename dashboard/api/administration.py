@@ -16,6 +16,7 @@ from django.db import models
 from django.forms.models import model_to_dict
 
 from dashboard.api.models import ADMIN
+from dashboard.api.pages import read_key_cursor
 from dashboard.api.problems import Problem
 from dashboard.api.tokens import Caller, Need
 from dashboard.text import visible
@@ -48,6 +49,14 @@ def form_data(
     for name, value in given.items():
         data[(names or {}).get(name, name)] = value
     return {k: "" if v is None else v for k, v in data.items()}
+
+
+def name_cursor(cursor: str) -> str | None:
+    """The name after which a list by name goes on (`pages.key_cursor`); one no name can follow is refused."""
+    after = read_key_cursor(cursor)
+    if after is not None and "\x00" in after:
+        raise Problem(400, "cursor: this cursor is not valid; start again without it.", kind="invalid-parameter")
+    return after
 
 
 def checked(form: forms.BaseForm, names: Mapping[str, str] | None = None) -> None:

@@ -11,7 +11,7 @@ from ninja import Query, Router, Status
 from dashboard.alerts.forms import AlertRuleForm
 from dashboard.alerts.models import AlertRule
 from dashboard.api import administration
-from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, key_cursor, next_url, read_key_cursor
+from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, key_cursor, next_url
 from dashboard.api.problems import refuse_unknown
 from dashboard.api.schemas import AlertRuleIn, AlertRuleOut, AlertRulePage
 from dashboard.api.security import allow
@@ -48,7 +48,7 @@ def rule_list(
     allow(request, VIEW)
     refuse_unknown(request, ["limit", "cursor"])
     qs = AlertRule.objects.prefetch_related("channels").order_by("name")
-    after = read_key_cursor(cursor)
+    after = administration.name_cursor(cursor)
     if after is not None:
         qs = qs.filter(name__gt=after)
     rows = list(qs[: limit + 1])

@@ -13,7 +13,7 @@ from dashboard.alerts import workflow
 from dashboard.alerts.forms import ChannelForm
 from dashboard.alerts.models import Channel
 from dashboard.api import administration
-from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, key_cursor, next_url, read_key_cursor
+from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, key_cursor, next_url
 from dashboard.api.problems import refuse_unknown
 from dashboard.api.schemas import ChannelIn, ChannelOut, ChannelPage, ChannelTestOut
 from dashboard.api.security import allow
@@ -65,7 +65,7 @@ def channel_list(
     allow(request, VIEW)
     refuse_unknown(request, ["limit", "cursor"])
     qs = Channel.objects.order_by("name")
-    after = read_key_cursor(cursor)
+    after = administration.name_cursor(cursor)
     if after is not None:
         qs = qs.filter(name__gt=after)
     rows = list(qs[: limit + 1])

@@ -159,3 +159,12 @@ def test_lists_are_bounded(client: Client) -> None:
     assert [c["name"] for c in second["items"]] == ["c2"] and second["next"] is None
     assert client.get("/api/v1/channels?limit=500").status_code == 400
     assert client.get("/api/v1/maintenance-windows?cursor=abc").status_code == 400
+
+
+def test_a_cursor_no_name_can_follow_is_refused(client: Client) -> None:
+    from dashboard.api.pages import key_cursor
+
+    cursor = key_cursor("a\x00b")
+    for path in ("/api/v1/alert-rules", "/api/v1/channels"):
+        response = client.get(f"{path}?cursor={cursor}")
+        assert response.status_code == 400 and "cursor" in response.json()["detail"]
