@@ -83,6 +83,11 @@ def refuse_unknown(request: HttpRequest, known: Iterable[str]) -> None:
     if unknown:
         names = ", ".join(visible(name)[:60] for name in unknown[:10])
         raise Problem(400, f"Unknown query parameter: {names}.", kind="unknown-parameter")
+    # No stored text holds a NUL, and Postgres refuses one in a query: said here, for every parameter, not as a 500.
+    nul = sorted(name for name, values in request.GET.lists() if any("\x00" in value for value in values))
+    if nul:
+        raise Problem(400, f"{visible(nul[0])[:60]}: a NUL character (U+0000) is not allowed.",
+                      kind="invalid-parameter")
 
 
 def unauthorized(request: HttpRequest, detail: str) -> HttpResponse:

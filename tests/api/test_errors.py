@@ -160,3 +160,10 @@ def test_the_docs_need_a_login(db: None) -> None:
     nobody.force_login(make_user("nobody", role=None))
     assert nobody.get("/api/v1/docs").status_code == 403
     _problem(bearer("sdt_nope").get("/api/v1/openapi.json"), 401)
+
+
+@pytest.mark.parametrize("path", ["/api/v1/actions?stream=a%00b", "/api/v1/deliveries?tag=%00",
+                                  "/api/v1/streams?cursor=%00"])
+def test_a_nul_in_a_parameter_is_a_400_naming_it(client: Client, path: str) -> None:
+    body = _problem(client.get(path), 400)
+    assert "NUL character" in body["detail"] and path.split("?")[1].split("=")[0] in body["detail"]
