@@ -162,7 +162,7 @@ def _fresh_stream(stream: Stream) -> tuple[str, str, str]:
     return live.status or "", live.status_message or "", "as the provider answered just now"
 
 
-def prepare_status_change(user: Any, stream: Stream, wanted: str) -> tuple[ProviderAction, str]:
+def prepare_status_change(user: Any, stream: Stream, wanted: str, *, by: str = "") -> tuple[ProviderAction, str]:
     """A DRAFT status change, with the stream's current status and message; also says where those came from."""
     if wanted not in SETTABLE_STATUSES:
         raise ActionRefused("A stream can be set to active or paused; error and terminated are the provider's to set.")
@@ -174,6 +174,7 @@ def prepare_status_change(user: Any, stream: Stream, wanted: str) -> tuple[Provi
     verb = "Reactivate" if wanted == "active" else "Pause"
     action = _new_action(
         user,
+        by=by,
         kind=ActionKind.SET_STATUS,
         source=stream.source,
         stream_id=stream.stream_id,
@@ -201,7 +202,7 @@ def prepare_resend_block(user: Any, stream: Stream, chain_id: str, block_number:
     )
 
 
-def prepare_resend_blocks(user: Any, scan: Any, blocks: list[tuple[str, int]]) -> ProviderAction:
+def prepare_resend_blocks(user: Any, scan: Any, blocks: list[tuple[str, int]], *, by: str = "") -> ProviderAction:
     """A DRAFT re-send of these missing blocks of a scan's stream, one item per block. A block already asked
     for by another re-send that may have reached the provider (sent, re-sent, answer lost, or still waiting) is
     left out: each block is re-sent once; one whose answer was lost is for a person to check."""
@@ -227,6 +228,7 @@ def prepare_resend_blocks(user: Any, scan: Any, blocks: list[tuple[str, int]]) -
     with transaction.atomic():
         action = _new_action(
             user,
+            by=by,
             kind=ActionKind.RESEND_BLOCKS,
             source=stream.source,
             stream_id=stream.stream_id,

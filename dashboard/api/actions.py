@@ -1,5 +1,6 @@
 """Actions at the provider: prepare a replay of the deliveries list's filters (a draft, with its count and
-scope), confirm it, follow its progress, cancel it. Through `actions.services`, with the pages' permission
+scope), a stream's reactivation or pause, or the re-send of a block scan's missing blocks; confirm it, follow
+its progress, cancel it. Through `actions.services`, with the pages' permission
 (`actions.act_at_provider` and PROVIDER_WRITES) and their rules: nothing is sent before the confirmation,
 a draft expires after ACTION_CONFIRM_MINUTES, and confirming twice queues the action once."""
 
@@ -9,15 +10,15 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest, QueryDict
 from ninja import Query, Router
 
-from dashboard.actions import services
-from dashboard.actions.models import ActionState, ItemState, ProviderAction
+from dashboard.actions import block_scan, services
+from dashboard.actions.models import ActionState, BlockScan, ItemState, ProviderAction, ScanState
 from dashboard.actions.tasks import run_action_task
 from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, int_cursor, next_url, read_int_cursor
 from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
-from dashboard.api.schemas import ActionChangeOut, ActionOut, ActionPage, ReplayIn
+from dashboard.api.schemas import ActionChangeOut, ActionOut, ActionPage, ReplayIn, StatusDraftOut, StatusIn
 from dashboard.api.security import allow
 from dashboard.api.tokens import ACT_AT_PROVIDER, AUDIT, AUDIT_ACT, Need
-from dashboard.deliveries.models import Delivery
+from dashboard.deliveries.models import Delivery, Stream
 from dashboard.text import visible
 from dashboard.web.forms import DeliveryFilterForm
 from dashboard.web.views.actions import audit_actions, filter_replay_scope
@@ -72,6 +73,51 @@ def replay_prepare(request: HttpRequest, body: ReplayIn) -> dict[str, Any]:
         action = services.prepare_replay(
             caller.user, form.filtered(Delivery.objects.all()), scope=filter_replay_scope(query),
             filters=query.urlencode(), by=caller.actor,
+        )
+    except services.ActionRefused as exc:
+        raise Problem(400, str(exc), kind="action-refused") from exc
+    return {"changed": True, "action": _out(action)}
+
+
+@router.post("/streams/{stream_id}/status", response=StatusDraftOut,
+             summary="Prepare a stream's reactivation or pause at the provider")
+def status_prepare(request: HttpRequest, stream_id: str, body: StatusIn) -> dict[str, Any]:
+    """A draft, as the stream page prepares it: `action.scope` says in words what the confirmation will do
+    (the stream, its status now and the one asked for), `status_read` where that status was read, and
+    `action.confirm_before` the deadline of `confirm`. Refused (400) when the stream is already in that status,
+    terminated, or the status is neither `active` nor `paused`."""
+    caller = allow(request, ACT_AT_PROVIDER)
+    refuse_unknown(request, [])
+    # Postgres refuses a NUL in a query, and no stream id holds one.
+    stream = None if "\x00" in stream_id else (
+        Stream.objects.select_related("source").filter(stream_id=stream_id.strip().lower()[:64]).first()
+    )
+    if stream is None:
+        raise Http404("No stream with this id is known here.")
+    try:
+        action, origin = services.prepare_status_change(caller.user, stream, body.status, by=caller.actor)
+    except services.ActionRefused as exc:
+        raise Problem(400, str(exc), kind="action-refused") from exc
+    return {"changed": True, "action": _out(action), "status_read": origin}
+
+
+@router.post("/scans/{int:scan_id}/resend", response=ActionChangeOut,
+             summary="Prepare the re-send of a block scan's missing blocks")
+def resend_prepare(request: HttpRequest, scan_id: int) -> dict[str, Any]:
+    """A draft of the window page's re-send: one item per block the finished scan found missing and no other
+    re-send asked for already; `action.scope` says which, `action.confirm_before` the deadline of `confirm`.
+    Refused (400) while the scan runs, or when no block is left to re-send."""
+    caller = allow(request, ACT_AT_PROVIDER)
+    refuse_unknown(request, [])
+    scan = BlockScan.objects.filter(pk=scan_id).first()
+    if scan is None:
+        raise Http404("No block scan with this number.")
+    if scan.state != ScanState.DONE:
+        raise Problem(400, "Wait for the scan to finish: its list is not complete yet.", kind="action-refused")
+    missing = block_scan.missing_blocks(scan)
+    try:
+        action = services.prepare_resend_blocks(
+            caller.user, scan, [(m.chain_id, m.block_number) for m in missing], by=caller.actor
         )
     except services.ActionRefused as exc:
         raise Problem(400, str(exc), kind="action-refused") from exc

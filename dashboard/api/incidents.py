@@ -1,4 +1,4 @@
-"""Incidents: the list and one incident with its timeline (read); acknowledge, note and resolve (scope `act`,
+"""Incidents: the list and one incident with its timeline (read); acknowledge, assign, note, snooze and resolve (scope `act`,
 the staff role as on the incident page), through `alerts.workflow` and written to the timeline under the
 caller's name, "alice (token deploy-bot)" for a token."""
 
@@ -10,11 +10,11 @@ from django.http import Http404, HttpRequest
 from ninja import Query, Router
 
 from dashboard.alerts import workflow
-from dashboard.alerts.forms import NoteForm
+from dashboard.alerts.forms import AssignForm, NoteForm, SnoozeForm, assignable_users
 from dashboard.alerts.models import Incident
 from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, int_cursor, next_url, read_int_cursor
-from dashboard.api.problems import bad_parameters, refuse_unknown
-from dashboard.api.schemas import ChangeOut, IncidentDetail, IncidentPage, NoteIn
+from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
+from dashboard.api.schemas import AssignIn, ChangeOut, IncidentDetail, IncidentPage, NoteIn, SnoozeIn
 from dashboard.api.security import allow
 from dashboard.api.tokens import MANAGE, VIEW
 
@@ -27,12 +27,14 @@ def _row(incident: Incident) -> dict[str, Any]:
         "target_kind": incident.target_kind, "target_key": incident.target_key, "stream_id": incident.stream_id,
         "webhook_url": incident.webhook_url, "opened_at": incident.opened_at, "resolved_at": incident.resolved_at,
         "resolved_by": incident.resolved_by, "acknowledged_at": incident.acknowledged_at,
-        "acknowledged_by": incident.acknowledged_by, "snoozed_until": incident.snoozed_until,
+        "acknowledged_by": incident.acknowledged_by,
+        "assignee": incident.assignee.get_username() if incident.assignee is not None else None,
+        "snoozed_until": incident.snoozed_until,
     }
 
 
 def _detail(incident_id: int) -> dict[str, Any]:
-    incident = Incident.objects.select_related("rule").filter(pk=incident_id).first()
+    incident = Incident.objects.select_related("rule", "assignee").filter(pk=incident_id).first()
     if incident is None:
         raise Http404("No incident with this id.")
     return {
@@ -58,7 +60,7 @@ def incident_list(
 ) -> dict[str, Any]:
     allow(request, VIEW)
     refuse_unknown(request, ["state", "limit", "cursor"])
-    qs = Incident.objects.select_related("rule").order_by("-opened_at", "-id")
+    qs = Incident.objects.select_related("rule", "assignee").order_by("-opened_at", "-id")
     if state:
         qs = qs.filter(resolved_at__isnull=state == "open")
     position = read_int_cursor(cursor)
@@ -106,3 +108,42 @@ def resolve(request: HttpRequest, incident_id: int) -> dict[str, Any]:
     refuse_unknown(request, [])
     changed = workflow.resolve([_incident(incident_id)], by=caller.actor) > 0
     return {"changed": changed, "incident": _detail(incident_id)}
+
+
+@router.post("/incidents/{int:incident_id}/assign", response=ChangeOut, summary="Assign an incident, or unassign it")
+def assign(request: HttpRequest, incident_id: int, body: AssignIn) -> dict[str, Any]:
+    """To an active staff member by user name (the incident page's list), or to nobody with `null`. Assigning
+    to whom it is assigned already answers `changed: false`."""
+    caller = allow(request, MANAGE)
+    refuse_unknown(request, [])
+    incident = _incident(incident_id)
+    assignee = None
+    if body.assignee is not None:
+        name = body.assignee.replace("\x00", "")[:150]
+        assignee = assignable_users().filter(username=name).first() if name == body.assignee else None
+        if assignee is None:
+            raise Problem(400, "Assign the incident to an active staff member (a user name), or to nobody (null).",
+                          kind="invalid-parameter")
+    # The incident page's form: the same choice of assignees.
+    form = AssignForm({"assignee": assignee.pk if assignee is not None else ""})
+    if not form.is_valid():
+        raise bad_parameters(form)
+    changed = workflow.assign(incident, form.cleaned_data["assignee"], by=caller.actor)
+    return {"changed": changed, "incident": _detail(incident_id)}
+
+
+@router.post("/incidents/{int:incident_id}/snooze", response=ChangeOut, summary="Snooze an incident, or end a snooze")
+def snooze(request: HttpRequest, incident_id: int, body: SnoozeIn) -> dict[str, Any]:
+    """Leaves an open incident out of digests until `snoozed_until`; `minutes: null` ends a snooze. Snoozing a
+    resolved incident, or ending a snooze that is not running, answers `changed: false`."""
+    caller = allow(request, MANAGE)
+    refuse_unknown(request, [])
+    incident = _incident(incident_id)
+    if body.minutes is None:
+        changed = workflow.unsnooze(incident, by=caller.actor)
+        return {"changed": changed, "incident": _detail(incident_id)}
+    form = SnoozeForm({"minutes": str(body.minutes)})
+    if not form.is_valid():
+        raise bad_parameters(form)
+    until = workflow.snooze(incident, form.cleaned_data["minutes"], by=caller.actor)
+    return {"changed": until is not None, "incident": _detail(incident_id)}

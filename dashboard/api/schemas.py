@@ -163,6 +163,8 @@ class IncidentOut(Schema):
     resolved_by: str
     acknowledged_at: datetime | None
     acknowledged_by: str
+    # The staff member's user name, or null.
+    assignee: str | None
     snoozed_until: datetime | None
 
 
@@ -184,6 +186,19 @@ class IncidentDetail(IncidentOut):
 
 class NoteIn(Schema):
     text: str
+
+
+class AssignIn(Schema):
+    """A staff member's user name, or null to unassign (the incident page's choice)."""
+
+    assignee: str | None
+
+
+class SnoozeIn(Schema):
+    """How long to leave the incident out of digests: 60, 240, 1440 or 10080 minutes (the incident page's
+    choices), or null to end a snooze."""
+
+    minutes: int | None
 
 
 class ChangeOut(Schema):
@@ -231,6 +246,17 @@ class ActionOut(Schema):
 class ActionChangeOut(Schema):
     changed: bool
     action: ActionOut
+
+
+class StatusIn(Schema):
+    """`active` (reactivate) or `paused` (pause)."""
+
+    status: str
+
+
+class StatusDraftOut(ActionChangeOut):
+    # Where the status the draft starts from was read: the provider just now, or the last sync.
+    status_read: str
 
 
 class TimelineBucketOut(Schema):

@@ -12,6 +12,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.actions import services
+from dashboard.actions.models import BlockScan, PreviewedBlock, ScanState
 from dashboard.alerts.channels import store_settings
 from dashboard.alerts.models import Channel, ChannelKind
 from dashboard.api.models import ApiToken
@@ -37,10 +39,14 @@ ENDPOINTS = [
     ("post", "/api/v1/incidents/{incident_id}/acknowledge", WRITE),
     ("post", "/api/v1/incidents/{incident_id}/notes", WRITE),
     ("post", "/api/v1/incidents/{incident_id}/resolve", WRITE),
+    ("post", "/api/v1/incidents/{incident_id}/assign", WRITE),
+    ("post", "/api/v1/incidents/{incident_id}/snooze", WRITE),
     ("post", "/api/v1/actions/replays", ACT),
     ("get", "/api/v1/actions/{action_id}", AUDIT),
     ("post", "/api/v1/actions/{action_id}/confirm", ACT),
     ("post", "/api/v1/actions/{action_id}/cancel", ACT),
+    ("post", "/api/v1/streams/{stream_id}/status", ACT),
+    ("post", "/api/v1/scans/{scan_id}/resend", ACT),
     ("get", "/api/v1/timeline", READ),
     ("get", "/api/v1/latency", READ),
     ("get", "/api/v1/retries", READ),
@@ -168,9 +174,29 @@ def _window_id(template: str) -> int:
 def _url(template: str, world: World) -> str:
     return template.format(
         delivery_id=world.delivery.pk, stream_id=STREAM, group_id=world.group_id, incident_id=world.incident.pk,
-        action_id=world.action.pk, window_id=_window_id(template),
+        action_id=world.action.pk, window_id=_window_id(template), scan_id=_scan_id(template),
         **_admin_ids(template, world),
     )
+
+
+def _scan_id(template: str) -> int:
+    """A finished scan of the world's stream that found one block missing."""
+    if "{scan_id}" not in template:
+        return 0
+    now = timezone.now()
+    window = OutageWindow.objects.create(
+        stream=Stream.objects.get(stream_id=STREAM), kind=WindowKind.MARKED, label="address reload",
+        start=now - timedelta(hours=2), end=now - timedelta(hours=1),
+    )
+    scan = BlockScan.objects.create(window=window, stream_id=STREAM, requested_by_name="x", state=ScanState.DONE)
+    PreviewedBlock.objects.create(scan=scan, chain_id="0x1", block_number=99_999_999, matched=True, records=1)
+    return scan.pk
+
+
+@pytest.fixture(autouse=True)
+def _provider_says_active(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A status change reads the stream's status at the provider first; here it answers "active".
+    monkeypatch.setattr(services, "_fresh_stream", lambda stream: ("active", "", "as the provider answered just now"))
 
 
 def _admin_ids(template: str, world: World) -> dict[str, int]:
@@ -204,6 +230,12 @@ def _call(client: Client, method: str, url: str) -> Any:
             body = {"text": "looking"}
         elif url.endswith("/replays"):
             body = {"filters": {"status": "failing"}}
+        elif url.endswith("/assign"):
+            body = {"assignee": None}
+        elif url.endswith("/snooze"):
+            body = {"minutes": 60}
+        elif url.endswith("/status"):
+            body = {"status": "paused"}
         return client.post(url, body, content_type="application/json")
     return client.get(url)
 
