@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ from dashboard.actions.services import prepare_replay
 from dashboard.alerts.models import AlertRule, Incident, TargetKind
 from dashboard.api.tokens import create_token
 from dashboard.deliveries.models import Delivery
+from dashboard.sources.models import Source
 from tests.conftest import make_user
 from tests.factories import history_record, make_source, store
 
@@ -77,3 +82,33 @@ def world(db: None) -> World:
     requester = make_user("requester", staff=True)
     action = prepare_replay(requester, Delivery.objects.filter(pk=failing.pk), scope="Replay one delivery")
     return World(failing, incident, failing.error_group_id, action)
+
+
+@pytest.fixture
+def provider_says_active(world: World) -> Iterator[None]:
+    """A status change reads the stream's status at the provider first: a real HTTP server on loopback answers
+    `GET /streams/evm/{id}` with the stream "active", and every source reads its streams there."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            found = self.path.rstrip("/").endswith(f"/streams/evm/{STREAM}")
+            body = json.dumps({"id": STREAM, "status": "active", "statusMessage": "", "tag": "orders",
+                               "webhookUrl": "https://hooks.example.com/moralis", "chainIds": ["0x1"],
+                               "description": ""} if found else {"message": "Stream not found"}).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Source.objects.update(streams_base_url=f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -12,7 +12,6 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.actions import services
 from dashboard.actions.models import BlockScan, PreviewedBlock, ScanState
 from dashboard.alerts.channels import store_settings
 from dashboard.alerts.models import Channel, ChannelKind
@@ -194,9 +193,8 @@ def _scan_id(template: str) -> int:
 
 
 @pytest.fixture(autouse=True)
-def _provider_says_active(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A status change reads the stream's status at the provider first; here it answers "active".
-    monkeypatch.setattr(services, "_fresh_stream", lambda stream: ("active", "", "as the provider answered just now"))
+def _provider_says_active(provider_says_active: None) -> None:
+    """A status change reads the stream's status at the provider first: a loopback provider answers "active"."""
 
 
 def _admin_ids(template: str, world: World) -> dict[str, int]:

@@ -4,11 +4,8 @@ pages refuse; and exactly once: a draft confirmed twice, or by two clients at on
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,39 +22,13 @@ from dashboard.actions.models import (
     ScanState,
 )
 from dashboard.deliveries.models import OutageWindow, Stream, WindowKind
-from dashboard.sources.models import Source
 from tests.api.conftest import STREAM, World, bearer, token_for
 from tests.conftest import make_user
 
 
 @pytest.fixture(autouse=True)
-def _provider_says_active(world: World) -> Iterator[None]:
-    """A status change reads the stream's status at the provider first: a real HTTP server on loopback answers
-    `GET /streams/evm/{id}` with the stream "active", and every source reads its streams there."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            found = self.path.rstrip("/").endswith(f"/streams/evm/{STREAM}")
-            body = json.dumps({"id": STREAM, "status": "active", "statusMessage": "", "tag": "orders",
-                               "webhookUrl": "https://hooks.example.com/moralis", "chainIds": ["0x1"],
-                               "description": ""} if found else {"message": "Stream not found"}).encode()
-            self.send_response(200 if found else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    Source.objects.update(streams_base_url=f"http://127.0.0.1:{server.server_address[1]}")
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
+def _provider_says_active(provider_says_active: None) -> None:
+    """Every source reads its streams at a loopback provider that has the stream "active" (tests/api/conftest.py)."""
 
 
 @pytest.fixture
