@@ -112,3 +112,22 @@ def provider_says_active(world: World) -> Iterator[None]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def answers_keep_to_the_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every answer of the API a test receives through Django's test client is checked against the OpenAPI document
+    (tests/api/openapi_check.py): a documented status, and a body its schema validates."""
+    from tests.api import openapi_check
+
+    request = Client.request
+
+    def checked(self: Client, **environ: Any) -> Any:
+        response = request(self, **environ)
+        path = str(environ.get("PATH_INFO", ""))
+        if path.startswith(openapi_check.PREFIX + "/") and not getattr(response, "streaming", False):
+            openapi_check.check(str(environ.get("REQUEST_METHOD", "GET")), path, response.status_code,
+                                response.get("Content-Type", ""), response.content)
+        return response
+
+    monkeypatch.setattr(Client, "request", checked)
