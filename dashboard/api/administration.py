@@ -6,7 +6,7 @@ history (`LogEntry`, with the admin's action flag and change message) naming the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from django import forms
@@ -14,9 +14,10 @@ from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.admin.utils import construct_change_message
 from django.db import models
 from django.forms.models import model_to_dict
+from django.http import HttpRequest
 
 from dashboard.api.models import ADMIN
-from dashboard.api.pages import read_key_cursor
+from dashboard.api.pages import key_cursor, next_url, read_key_cursor
 from dashboard.api.problems import Problem
 from dashboard.api.tokens import Caller, Need
 from dashboard.text import visible
@@ -57,6 +58,20 @@ def name_cursor(cursor: str) -> str | None:
     if after is not None and "\x00" in after:
         raise Problem(400, "cursor: this cursor is not valid; start again without it.", kind="invalid-parameter")
     return after
+
+
+def page_by_name(
+    request: HttpRequest, qs: models.QuerySet[Any], limit: int, cursor: str, out: Callable[[Any], dict[str, Any]]
+) -> dict[str, Any]:
+    """A page of `qs` by name, after the cursor's name: its items (`out` of each row), the next cursor and link."""
+    after = name_cursor(cursor)
+    if after is not None:
+        qs = qs.filter(name__gt=after)
+    rows = list(qs.order_by("name")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = key_cursor(rows[-1].name) if rows and more else None
+    return {"items": [out(row) for row in rows], "next_cursor": next_cursor, "next": next_url(request, next_cursor)}
 
 
 def checked(form: forms.BaseForm, names: Mapping[str, str] | None = None) -> None:

@@ -11,7 +11,7 @@ from ninja import Query, Router, Status
 from dashboard.alerts.forms import AlertRuleForm
 from dashboard.alerts.models import AlertRule
 from dashboard.api import administration
-from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, key_cursor, next_url
+from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT
 from dashboard.api.problems import refuse_unknown
 from dashboard.api.schemas import AlertRuleIn, AlertRuleOut, AlertRulePage
 from dashboard.api.security import allow
@@ -47,15 +47,7 @@ def rule_list(
 ) -> dict[str, Any]:
     allow(request, VIEW)
     refuse_unknown(request, ["limit", "cursor"])
-    qs = AlertRule.objects.prefetch_related("channels").order_by("name")
-    after = administration.name_cursor(cursor)
-    if after is not None:
-        qs = qs.filter(name__gt=after)
-    rows = list(qs[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = key_cursor(rows[-1].name) if rows and more else None
-    return {"items": [_out(r) for r in rows], "next_cursor": next_cursor, "next": next_url(request, next_cursor)}
+    return administration.page_by_name(request, AlertRule.objects.prefetch_related("channels"), limit, cursor, _out)
 
 
 @router.get("/alert-rules/{int:rule_id}", response=AlertRuleOut, summary="One alert rule")

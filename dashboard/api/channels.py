@@ -13,7 +13,7 @@ from dashboard.alerts import workflow
 from dashboard.alerts.forms import ChannelForm
 from dashboard.alerts.models import Channel
 from dashboard.api import administration
-from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, key_cursor, next_url
+from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT
 from dashboard.api.problems import refuse_unknown
 from dashboard.api.schemas import ChannelIn, ChannelOut, ChannelPage, ChannelTestOut
 from dashboard.api.security import allow
@@ -64,15 +64,7 @@ def channel_list(
 ) -> dict[str, Any]:
     allow(request, VIEW)
     refuse_unknown(request, ["limit", "cursor"])
-    qs = Channel.objects.order_by("name")
-    after = administration.name_cursor(cursor)
-    if after is not None:
-        qs = qs.filter(name__gt=after)
-    rows = list(qs[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = key_cursor(rows[-1].name) if rows and more else None
-    return {"items": [_out(c) for c in rows], "next_cursor": next_cursor, "next": next_url(request, next_cursor)}
+    return administration.page_by_name(request, Channel.objects.all(), limit, cursor, _out)
 
 
 @router.get("/channels/{int:channel_id}", response=ChannelOut, summary="One alert channel (no URL or secret)")
