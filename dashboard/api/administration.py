@@ -12,7 +12,7 @@ from typing import Any, cast
 from django import forms
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.admin.utils import construct_change_message
-from django.db import models
+from django.db import models, transaction
 from django.forms.models import model_to_dict
 from django.http import HttpRequest
 
@@ -98,6 +98,30 @@ def log_addition(caller: Caller, obj: models.Model, form: forms.ModelForm) -> No
 
 def log_change(caller: Caller, obj: models.Model, form: forms.ModelForm) -> None:
     _log(caller, obj, CHANGE, construct_change_message(cast(forms.Form, form), [], False))
+
+
+def save_added(caller: Caller, form: forms.ModelForm) -> Any:
+    """The form's new object saved, and its addition in the admin's history, in one transaction."""
+    with transaction.atomic():
+        obj = form.save()
+        log_addition(caller, obj, form)
+    return obj
+
+
+def save_changed(caller: Caller, form: forms.ModelForm) -> Any:
+    """The form's object saved, and its change (if any) in the admin's history, in one transaction."""
+    with transaction.atomic():
+        obj = form.save()
+        if form.has_changed():
+            log_change(caller, obj, form)
+    return obj
+
+
+def delete_logged(caller: Caller, obj: models.Model) -> None:
+    """The object deleted, its deletion in the admin's history first, in one transaction."""
+    with transaction.atomic():
+        log_deletion(caller, obj)
+        obj.delete()
 
 
 def log_deletion(caller: Caller, obj: models.Model) -> None:

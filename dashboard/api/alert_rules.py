@@ -4,7 +4,6 @@ token's name."""
 
 from typing import Any
 
-from django.db import transaction
 from django.http import Http404, HttpRequest
 from ninja import Query, Router, Status
 
@@ -64,10 +63,7 @@ def rule_create(request: HttpRequest, body: AlertRuleIn) -> dict[str, Any]:
     refuse_unknown(request, [])
     form = AlertRuleForm(administration.form_data(AlertRuleForm, None, body.model_dump(exclude_unset=True)))
     administration.checked(form)
-    with transaction.atomic():
-        rule = form.save()
-        administration.log_addition(caller, rule, form)
-    return _out(rule)
+    return _out(administration.save_added(caller, form))
 
 
 @router.patch("/alert-rules/{int:rule_id}", response=AlertRuleOut, summary="Change an alert rule")
@@ -80,11 +76,7 @@ def rule_update(request: HttpRequest, rule_id: int, body: AlertRuleIn) -> dict[s
         administration.form_data(AlertRuleForm, rule, body.model_dump(exclude_unset=True)), instance=rule
     )
     administration.checked(form)
-    with transaction.atomic():
-        rule = form.save()
-        if form.has_changed():
-            administration.log_change(caller, rule, form)
-    return _out(rule)
+    return _out(administration.save_changed(caller, form))
 
 
 @router.delete("/alert-rules/{int:rule_id}", response={204: None}, summary="Delete an alert rule")
@@ -92,8 +84,5 @@ def rule_delete(request: HttpRequest, rule_id: int) -> Status[None]:
     """Its incidents and their mails go with it, as in the admin."""
     caller = allow(request, DELETE)
     refuse_unknown(request, [])
-    rule = _rule(rule_id)
-    with transaction.atomic():
-        administration.log_deletion(caller, rule)
-        rule.delete()
+    administration.delete_logged(caller, _rule(rule_id))
     return Status(204, None)

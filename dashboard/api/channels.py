@@ -5,7 +5,6 @@ encrypted, never answered (only whether each is stored, and the URL's scheme and
 
 from typing import Any
 
-from django.db import transaction
 from django.http import Http404, HttpRequest
 from ninja import Query, Router, Status
 
@@ -79,10 +78,7 @@ def channel_create(request: HttpRequest, body: ChannelIn) -> dict[str, Any]:
     caller = allow(request, ADD)
     refuse_unknown(request, [])
     form = _form(body, None)
-    with transaction.atomic():
-        channel = form.save()
-        administration.log_addition(caller, channel, form)
-    return _out(channel)
+    return _out(administration.save_added(caller, form))
 
 
 @router.patch("/channels/{int:channel_id}", response=ChannelOut, summary="Change an alert channel")
@@ -91,21 +87,14 @@ def channel_update(request: HttpRequest, channel_id: int, body: ChannelIn) -> di
     caller = allow(request, CHANGE)
     refuse_unknown(request, [])
     form = _form(body, _channel(channel_id))
-    with transaction.atomic():
-        channel = form.save()
-        if form.has_changed():
-            administration.log_change(caller, channel, form)
-    return _out(channel)
+    return _out(administration.save_changed(caller, form))
 
 
 @router.delete("/channels/{int:channel_id}", response={204: None}, summary="Delete an alert channel")
 def channel_delete(request: HttpRequest, channel_id: int) -> Status[None]:
     caller = allow(request, DELETE)
     refuse_unknown(request, [])
-    channel = _channel(channel_id)
-    with transaction.atomic():
-        administration.log_deletion(caller, channel)
-        channel.delete()
+    administration.delete_logged(caller, _channel(channel_id))
     return Status(204, None)
 
 

@@ -73,7 +73,5 @@ def window_delete(request: HttpRequest, maintenance_window_id: int) -> Status[No
     window = MaintenanceWindow.objects.filter(pk=maintenance_window_id).first()
     if window is None:
         raise Http404("No maintenance window with this id.")
-    with transaction.atomic():
-        administration.log_deletion(caller, window)
-        window.delete()
+    administration.delete_logged(caller, window)
     return Status(204, None)
