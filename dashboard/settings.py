@@ -78,6 +78,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Narrows every read of the request to the streams the user sees (dashboard.visibility).
+    "dashboard.deliveries.teams.VisibilityMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -250,6 +252,9 @@ if "openid" not in OIDC_RP_SCOPES.split():
 OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM") or "groups"
 # group=Role pairs; the role names are checked against the roles when the accounts app starts.
 OIDC_ROLE_MAP = env_pairs("OIDC_ROLE_MAP")
+# group=Team name pairs: a sign-in puts the user in exactly the mapped teams (teams added by hand are kept),
+# making a team that does not exist yet.
+OIDC_TEAM_MAP = env_pairs("OIDC_TEAM_MAP")
 OIDC_USE_PKCE = True
 OIDC_USE_NONCE = True
 # Kept in the session for the provider's logout (id_token_hint).
@@ -334,6 +339,9 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
 # Alerts
 ALERT_EMAILS = env_list("ALERT_EMAILS", [])
+# The team that owns every stream no team claims (by id or tag pattern); empty: such streams are seen only by
+# the roles that see every stream.
+DEFAULT_TEAM = env_str("DEFAULT_TEAM")
 ALERT_MAX_MAILS_PER_HOUR = env_int("ALERT_MAX_MAILS_PER_HOUR", 30, minimum=1)
 ALERT_SWEEP_SECONDS = env_int("ALERT_SWEEP_SECONDS", 30, minimum=5, maximum=3600)
 # Quiet streams: a stream's expected deliveries per hour of the week, learned from this many weeks of its hourly

@@ -31,7 +31,7 @@ from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
-from dashboard.accounts.roles import ROLES, assign_role, clear_role
+from dashboard.accounts.roles import ROLES, TEAM_MEMBERS, assign_role, clear_role
 
 logger = logging.getLogger(__name__)
 
@@ -130,11 +130,12 @@ def _discover(url: str) -> Provider:
 
 @dataclass(frozen=True)
 class Membership:
-    """What the groups claim grants: a role (None: no access) and the groups themselves, from which teams
-    can be read the same way."""
+    """What the groups claim grants: a role (None: no access), the teams (OIDC_TEAM_MAP) and the groups
+    themselves."""
 
     role: str | None
     groups: tuple[str, ...]
+    teams: tuple[str, ...] = ()
 
 
 def claimed_groups(claims: dict[str, Any], claim: str) -> tuple[str, ...]:
@@ -151,23 +152,45 @@ def claimed_groups(claims: dict[str, Any], claim: str) -> tuple[str, ...]:
 
 
 def membership(claims: dict[str, Any]) -> Membership:
-    """The highest role any of the user's groups maps to (Staff above Viewers)."""
+    """The highest role any of the user's groups maps to (Staff above Viewers above Team members), and the
+    teams they map to. A user whose groups map to a team and to no role is a team member."""
     groups = claimed_groups(claims, settings.OIDC_GROUPS_CLAIM)
     role_map: dict[str, str] = settings.OIDC_ROLE_MAP
+    team_map: dict[str, str] = settings.OIDC_TEAM_MAP
     roles = {role_map[g] for g in groups if g in role_map}
+    teams = tuple(sorted({team_map[g] for g in groups if g in team_map}))
+    if not roles and teams:
+        roles = {TEAM_MEMBERS}
     role = max(roles, key=ROLES.index) if roles else None
-    return Membership(role=role, groups=groups)
+    return Membership(role=role, groups=groups, teams=teams)
 
 
 def apply_membership(user: Any, granted: Membership) -> None:
-    # A superuser is made by hand and keeps its rights whatever the provider says; without a role map (a
-    # provider that sends no groups) roles are given by hand and kept.
-    if user.is_superuser or not settings.OIDC_ROLE_MAP:
+    if settings.OIDC_TEAM_MAP:
+        set_provider_teams(user, granted.teams)
+    # A superuser is made by hand and keeps its rights whatever the provider says.
+    if user.is_superuser:
         return
-    if granted.role is None:
-        clear_role(user)
-    else:
-        assign_role(user, granted.role)
+    if settings.OIDC_ROLE_MAP:
+        if granted.role is None:
+            clear_role(user)
+        else:
+            assign_role(user, granted.role)
+    elif granted.teams and not user.groups.filter(name__in=ROLES).exists():
+        # Without a role map roles are given by hand and kept; a user with none whose groups name a team can
+        # at least read that team's streams.
+        assign_role(user, TEAM_MEMBERS)
+
+
+def set_provider_teams(user: Any, names: tuple[str, ...]) -> None:
+    """The user's teams from the identity provider become exactly `names` (a team named for the first time is
+    made, owning no stream yet); teams given by hand stay."""
+    from dashboard.accounts.models import Team, TeamMembership
+
+    teams = [Team.objects.get_or_create(name=name)[0] for name in names]
+    TeamMembership.objects.filter(user=user, from_identity_provider=True).exclude(team__in=teams).delete()
+    for team in teams:
+        TeamMembership.objects.get_or_create(team=team, user=user, defaults={"from_identity_provider": True})
 
 
 # --- the backend ------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The two roles, as Django groups: Viewers read the dashboard, Staff also run the admin.
+"""The three roles, as Django groups: Team members read the dashboard for their teams' streams, Viewers read
+it for every stream, Staff also run the admin (and see every stream).
 
 The groups and their permissions are created by a data migration and kept in step after every
 `migrate` (models added later, such as the alert rules, join the Staff group then). Permissions an
@@ -13,19 +14,24 @@ from django.apps import apps as global_apps
 from django.contrib.auth.management import create_permissions
 from django.db import DEFAULT_DB_ALIAS, transaction
 
+TEAM_MEMBERS = "Team members"
 VIEWERS = "Viewers"
 STAFF = "Staff"
 
 VIEW_DASHBOARD = "accounts.view_dashboard"
 MANAGE_DASHBOARD = "accounts.manage_dashboard"
+VIEW_ALL_STREAMS = "accounts.view_all_streams"
 
 # "app.codename", or "app.*" for every permission of an app. Deliveries, error groups and hourly
 # rollups come from upstream and are only ever viewed; users are managed by superusers.
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
-    VIEWERS: (VIEW_DASHBOARD,),
+    # Read the dashboard, narrowed to the streams of the user's teams.
+    TEAM_MEMBERS: (VIEW_DASHBOARD,),
+    VIEWERS: (VIEW_DASHBOARD, VIEW_ALL_STREAMS),
     STAFF: (
         VIEW_DASHBOARD,
         MANAGE_DASHBOARD,
+        VIEW_ALL_STREAMS,
         "deliveries.view_delivery",
         "deliveries.view_errorgroup",
         "sources.view_source",
@@ -39,6 +45,15 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "actions.view_replayitem",
         "auth.view_user",
         "auth.view_group",
+        # Teams and who is in them.
+        "accounts.view_team",
+        "accounts.add_team",
+        "accounts.change_team",
+        "accounts.delete_team",
+        "accounts.view_teammembership",
+        "accounts.add_teammembership",
+        "accounts.change_teammembership",
+        "accounts.delete_teammembership",
         # API tokens for service accounts (no more than the staff member holds) and revoking any.
         "api.view_apitoken",
         "api.add_apitoken",

@@ -16,13 +16,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.deliveries.models import Delivery
 from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
+from dashboard.visibility import ScopedManager, Visibility
 
 # The permission that lets a user act at the provider (granted to Staff by the roles sync).
 ACT_AT_PROVIDER = "actions.act_at_provider"
@@ -96,7 +97,7 @@ class ProviderAction(models.Model):
     # resend_blocks: the scan whose missing blocks it re-sends.
     scan = models.ForeignKey("BlockScan", null=True, blank=True, on_delete=models.PROTECT, related_name="resends")
 
-    objects = ActionQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(ActionQuerySet)()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -213,7 +214,7 @@ class ReplayItem(models.Model):
     # How many times its answer was lost and the provider's logs were read instead.
     rereads = models.PositiveSmallIntegerField(default=0)
 
-    objects = ReplayItemQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(ReplayItemQuerySet)()
 
     class Meta:
         ordering = ["id"]
@@ -273,6 +274,8 @@ class BlockScan(models.Model):
     # What holds now, in words (waiting for what, why it failed, the summary).
     message = models.TextField(blank=True)
 
+    objects = ScopedManager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["window", "-created_at"], name="blockscan_window_created")]
@@ -325,6 +328,10 @@ class BlockScanChain(models.Model):
         return range(self.next_block, self.last_block + 1)
 
 
+def _by_scan(visibility: Visibility) -> Q:
+    return Q(scan__stream_id__in=visibility.sorted_ids())
+
+
 class PreviewedBlockQuerySet(models.QuerySet["PreviewedBlock"]):
     def since(self, moment: datetime) -> PreviewedBlockQuerySet:
         return self.filter(previewed_at__gte=moment)
@@ -343,7 +350,8 @@ class PreviewedBlock(models.Model):
     block_time = models.DateTimeField(null=True, blank=True)
     previewed_at = models.DateTimeField(default=timezone.now)
 
-    objects = PreviewedBlockQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(PreviewedBlockQuerySet)()
+    visible_to = staticmethod(_by_scan)
 
     class Meta:
         ordering = ["chain_id", "block_number"]

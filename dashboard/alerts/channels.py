@@ -38,6 +38,7 @@ from dashboard.alerts.transports.chat import AppriseTransport, apprise_service
 from dashboard.alerts.transports.opsgenie import OpsgenieTransport
 from dashboard.alerts.transports.pagerduty import PagerDutyTransport
 from dashboard.alerts.transports.webhook import WebhookTransport
+from dashboard.deliveries.teams import teams_of_stream
 from dashboard.text import visible
 from dashboard.times import iso_minutes
 
@@ -98,6 +99,16 @@ def store_settings(channel: Channel, *, url: str | None, secret: str | None) -> 
 # --- Writing deliveries at transition time -------------------------------------------------------------
 
 
+def opening_channels(incident: Incident) -> list[Channel]:
+    """Where an opening goes: the rule's enabled channels, and every enabled channel of the teams that own the
+    incident's stream; a team's channel never hears of another team's stream, even when a rule names it."""
+    owners = {team.pk for team in teams_of_stream(incident.stream_id)} if incident.stream_id else set()
+    named = list(incident.rule.channels.filter(enabled=True))
+    teams = list(Channel.objects.filter(enabled=True, team__in=owners)) if owners else []
+    found = {c.pk: c for c in [*named, *teams] if c.team_id is None or c.team_id in owners}
+    return sorted(found.values(), key=lambda c: c.name)
+
+
 def create_for_transition(
     incident: Incident, kind: str, now: datetime, *, pagers_only: bool = False
 ) -> list[ChannelMessage]:
@@ -108,7 +119,7 @@ def create_for_transition(
     resolved and no other does. `pagers_only` (a rule switched off) still closes pager incidents."""
     rule = incident.rule
     if kind == NotificationKind.OPENED:
-        channels = list(rule.channels.filter(enabled=True))
+        channels = opening_channels(incident)
     else:
         opened = ChannelMessage.objects.filter(
             incident=incident, kind=NotificationKind.OPENED, status__in=_REACHING

@@ -35,6 +35,7 @@ from dashboard.alerts.models import (
 )
 from dashboard.alerts.outbox import Hold, Outbox, register
 from dashboard.alerts.transports.smtp import EmailTransport
+from dashboard.deliveries.teams import teams_of_stream
 from dashboard.times import iso_minutes
 
 log = logging.getLogger(__name__)
@@ -78,10 +79,20 @@ def _create(
     )
 
 
+def incident_recipients(incident: Incident) -> list[str]:
+    """The rule's recipients, and the addresses of the teams that own the incident's stream."""
+    found = incident.rule.recipient_list()
+    if incident.stream_id:
+        for team in teams_of_stream(incident.stream_id):
+            found += [a for a in team.email_list() if a not in found]
+    return found
+
+
 def create_opened(incident: Incident, now: datetime) -> Notification:
     mail = render_mail("incident_opened", incident_context(incident, now))
     return _create(
-        incident.rule, NotificationKind.OPENED, mail, now, incident=incident, message_id=incident.message_id
+        incident.rule, NotificationKind.OPENED, mail, now, incident=incident, message_id=incident.message_id,
+        recipients=incident_recipients(incident),
     )
 
 
@@ -97,6 +108,7 @@ def create_resolved(incident: Incident, now: datetime) -> Notification:
         now,
         incident=incident,
         in_reply_to=replied.message_id if replied is not None else incident.message_id,
+        recipients=incident_recipients(incident),
     )
     reached_reader = {
         NotificationStatus.PENDING,

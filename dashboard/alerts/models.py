@@ -23,6 +23,7 @@ from dashboard.deliveries.models import Delivery, DeliveryQuerySet
 from dashboard.deliveries.scopes import scope_filter
 from dashboard.encryption import register_column
 from dashboard.text import visible
+from dashboard.visibility import ScopedManager, Visibility
 
 
 class Scope(models.TextChoices):
@@ -59,6 +60,16 @@ class Digest(models.TextChoices):
 DIGEST_PERIODS = {Digest.HOURLY: timedelta(hours=1), Digest.DAILY: timedelta(days=1)}
 # Mails the hourly cap held back go out in a digest at most this long after the previous one.
 HELD_DIGEST_PERIOD = timedelta(hours=1)
+
+
+def _rule_visible(visibility: Visibility) -> Q:
+    """Rules over everything, and those naming a stream, tag or URL the viewer sees."""
+    return (
+        Q(scope=Scope.ALL)
+        | Q(scope=Scope.STREAM, scope_value__in=visibility.sorted_ids())
+        | Q(scope=Scope.TAG, scope_value__in=sorted(visibility.tags))
+        | Q(scope=Scope.WEBHOOK_URL, scope_value__in=sorted(visibility.urls))
+    )
 
 
 class AlertRule(models.Model):
@@ -124,6 +135,9 @@ class AlertRule(models.Model):
     )
     digest_sent_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ScopedManager()
+    visible_to = staticmethod(_rule_visible)
 
     class Meta:
         ordering = ["name"]
@@ -214,6 +228,23 @@ class IncidentQuerySet(models.QuerySet["Incident"]):
         return self.open().filter(acknowledged_at__isnull=True).exclude(snoozed_until__gt=now)
 
 
+def _incident_visible(visibility: Visibility, via: str = "") -> Q:
+    """A stream's incidents with the stream; a webhook URL's with the URL; a source's (its polls) to everyone.
+    `via`: the path to the incident from a model that belongs to one (its messages)."""
+    return (
+        Q(**{f"{via}stream_id__in": visibility.sorted_ids()})
+        | Q(**{f"{via}target_kind": TargetKind.WEBHOOK_URL, f"{via}stream_id": "",
+               f"{via}webhook_url__in": sorted(visibility.urls)})
+        | Q(**{f"{via}target_kind": TargetKind.SOURCE})
+    )
+
+
+def _message_visible(visibility: Visibility) -> Q:
+    """A mail or channel message with its incident; one of no incident (a digest, a test) to those who see
+    every stream only."""
+    return _incident_visible(visibility, via="incident__")
+
+
 class Incident(models.Model):
     """A period during which a rule held for one target (a stream, a webhook URL or a source)."""
 
@@ -248,7 +279,8 @@ class Incident(models.Model):
         null=True, blank=True, help_text="Left out of digests until then, like an acknowledged incident."
     )
 
-    objects = IncidentQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(IncidentQuerySet)()
+    visible_to = staticmethod(_incident_visible)
 
     class Meta:
         ordering = ["-opened_at"]
@@ -378,6 +410,9 @@ class Notification(OutboxMessage):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="carried"
     )
 
+    objects = ScopedManager()
+    visible_to = staticmethod(_message_visible)
+
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
@@ -439,6 +474,11 @@ class Channel(models.Model):
     secret_encrypted = models.TextField(blank=True, editable=False)
     # Scheme and host of the URL, for lists and messages: never a path, query or credential.
     url_hint = models.CharField(max_length=300, blank=True, editable=False)
+    team = models.ForeignKey(
+        "accounts.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="channels",
+        help_text="The team whose channel this is: it gets every incident of the team's streams, and no "
+        "incident of another team's streams even when a rule names it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     # The last attempt's outcome, whatever it was for (an incident or a test).
     last_attempt_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -481,6 +521,9 @@ class ChannelMessage(OutboxMessage):
     payload = models.JSONField(default=dict)
     # Names this message in the "accepted by the service" marker (a mail has its Message-ID for that).
     token = models.UUIDField(db_default=RandomUUID(), editable=False)
+
+    objects = ScopedManager()
+    visible_to = staticmethod(_message_visible)
 
     class Meta:
         verbose_name_plural = "channel messages"

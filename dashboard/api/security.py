@@ -13,9 +13,11 @@ from ninja.security.http import HttpBearer
 from ninja.throttling import SimpleRateThrottle
 from ninja.utils import check_csrf
 
+from dashboard import visibility
 from dashboard.accounts.access import viewer_required
 from dashboard.api.problems import Problem, problem_response, unauthorized
 from dashboard.api.tokens import VIEW, Caller, Need, TokenRefused, missing, record_use, token_of
+from dashboard.deliveries.teams import visibility_for
 
 
 class TokenOrSession(HttpBearer):
@@ -48,8 +50,9 @@ class TokenOrSession(HttpBearer):
         except TokenRefused as exc:
             raise AuthenticationError(message=str(exc)) from None
         record_use(found, request)
-        # Pages and audit rows see the token's user.
+        # Pages and audit rows see the token's user, and every read is narrowed to the streams it sees.
         request.user = found.user
+        visibility.enter(visibility_for(found.user))
         return Caller(found.user, found)
 
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 import orjson
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
@@ -25,9 +26,11 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
+from dashboard.accounts.models import Team, TeamMembership
 from dashboard.deliveries.counting import EXACT_LIMIT, bounded_count
 from dashboard.deliveries.models import Delivery, ErrorGroup, Stream
 from dashboard.deliveries.search import ADMIN_HELP, SearchError, parse_admin_search, search_deliveries
+from dashboard.deliveries.teams import owned_streams
 from dashboard.times import iso
 from dashboard.upstream.chains import find_chain
 
@@ -323,3 +326,43 @@ class ErrorGroupAdmin(admin.ModelAdmin):
     def deliveries_link(self, obj: ErrorGroup) -> str:
         url = reverse("admin:deliveries_delivery_changelist") + f"?error_group__id__exact={obj.pk}"
         return format_html('<a href="{}">show deliveries</a>', url)
+
+
+# --- Teams ---------------------------------------------------------------------------------------------
+
+
+class TeamMembershipInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = TeamMembership
+    extra = 1
+    autocomplete_fields = ("user",)
+    readonly_fields = ("from_identity_provider", "created_at")
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Teams and the streams they own (by id, by tag pattern, or as DEFAULT_TEAM every stream nobody claims).
+    The admin is for staff, who see every stream; `owns_now` lists what the claims come to."""
+
+    list_display = ("name", "claims", "owns_now", "member_count")
+    search_fields = ("name",)
+    inlines = [TeamMembershipInline]
+    readonly_fields = ("owns_now", "created_at")
+    fields = ("name", "stream_ids", "tag_patterns", "alert_emails", "owns_now", "created_at")
+
+    @admin.display(description="claims")
+    def claims(self, team: Team) -> str:
+        parts = [*team.stream_ids, *(f"tag {p}" for p in team.tag_patterns)]
+        if team.name == settings.DEFAULT_TEAM:
+            parts.append("every stream no team claims (DEFAULT_TEAM)")
+        return ", ".join(parts) or "—"
+
+    @admin.display(description="streams owned now")
+    def owns_now(self, team: Team) -> str:
+        if team.pk is None:
+            return "—"
+        rows = owned_streams([team]).get(team.pk, [])
+        return ", ".join(sorted(f"{r.tag or '(no tag)'} {r.stream_id}" for r in rows)) or "none"
+
+    @admin.display(description="members")
+    def member_count(self, team: Team) -> int:
+        return team.memberships.count()

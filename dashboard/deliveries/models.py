@@ -16,11 +16,12 @@ from typing import Any, Self, TypeVar, cast
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import connections, models, transaction
-from django.db.models import Case, Count, ExpressionWrapper, F, Q, Sum, Value, When
+from django.db.models import Case, Count, Exists, ExpressionWrapper, F, OuterRef, Q, Sum, Value, When
 from django.db.models.functions import MD5, Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard import visibility
 from dashboard.deliveries.latency import BUCKETS as LATENCY_BUCKETS
 from dashboard.deliveries.latency import PERCENTILES
 from dashboard.deliveries.links import deliveries_list_url
@@ -30,6 +31,7 @@ from dashboard.deliveries.status import DeliveryStatus
 from dashboard.sources.models import Source
 from dashboard.upstream.streams import Stream as ProviderStream
 from dashboard.upstream.streams import StreamCounts as ProviderCounts
+from dashboard.visibility import ScopedManager, Visibility
 
 # The period of the coarser rollups (PeriodRollup), aligned to midnight UTC; chart steps that are multiples of it
 # (6 h, 12 h, 1 d, 7 d from a Monday) can be read from them.
@@ -433,19 +435,21 @@ class _EventRollupQuerySet(RollupQuerySet[_Rollup]):
         probe per name, however many rows each name has."""
         connection = connections[self.db]
         table = connection.ops.quote_name(self.model._meta.db_table)
+        # Only the viewer's streams' events (every stream outside a request).
+        seen, seen_params = visibility.sql_named("stream_id", "seen")
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""
                 WITH RECURSIVE names(event) AS (
-                    (SELECT event FROM {table} WHERE hour >= %(since)s ORDER BY event LIMIT 1)
+                    (SELECT event FROM {table} WHERE hour >= %(since)s AND {seen} ORDER BY event LIMIT 1)
                     UNION ALL
                     SELECT (SELECT r.event FROM {table} r WHERE r.event > n.event AND r.hour >= %(since)s
-                             ORDER BY r.event LIMIT 1)
+                             AND {seen} ORDER BY r.event LIMIT 1)
                       FROM names n WHERE n.event IS NOT NULL
                 )
                 SELECT event FROM names WHERE event IS NOT NULL
                 """,  # noqa: S608 - the model's table; values are parameters
-                {"since": since},
+                {"since": since, **seen_params},
             )
             return [name for (name,) in cursor.fetchall()]
 
@@ -607,7 +611,7 @@ class Stream(models.Model):
     stats_failed = models.BigIntegerField(null=True, blank=True)
     stats_at = models.DateTimeField(null=True, blank=True)
 
-    objects = StreamQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(StreamQuerySet)()
 
     class Meta:
         ordering = ["stream_id"]
@@ -657,6 +661,11 @@ def record_status_change(stream: Stream, previous: str, previous_seen_at: dateti
     note_status_change(stream, previous, previous_seen_at)
 
 
+def _by_stream_row(visibility: Visibility) -> Q:
+    """Rows that belong to a stream row (`stream` foreign key) rather than naming a stream id."""
+    return Q(stream__stream_id__in=visibility.sorted_ids())
+
+
 class StreamStatusChange(models.Model):
     """A provider status of a stream, written when the stream sync (or an action's answer) first saw it: the
     first status seen, then each change. Append-only: the stream's status history, from which its outage
@@ -671,6 +680,9 @@ class StreamStatusChange(models.Model):
     seen_at = models.DateTimeField()
     # When the previous status was last seen: the change happened between this and `seen_at`.
     previous_seen_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ScopedManager()
+    visible_to = staticmethod(_by_stream_row)
 
     class Meta:
         ordering = ["since", "id"]
@@ -720,7 +732,8 @@ class OutageWindow(models.Model):
     marked_by_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
-    objects = OutageWindowQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(OutageWindowQuerySet)()
+    visible_to = staticmethod(_by_stream_row)
 
     class Meta:
         ordering = ["-start", "-id"]
@@ -738,6 +751,14 @@ class OutageWindow(models.Model):
         return reverse("web:outage-window", args=[self.pk])
 
 
+def _group_visible(visibility: Visibility) -> Q:
+    """A group is seen by those who see a stream with a delivery in it (its period rollups, read through the
+    (error group, hour) index)."""
+    return Q(Exists(PeriodRollup._base_manager.filter(
+        error_group_id=OuterRef("pk"), stream_id__in=visibility.sorted_ids()
+    )))
+
+
 class ErrorGroup(models.Model):
     """All error messages that share one template once their variable parts are masked."""
 
@@ -748,6 +769,9 @@ class ErrorGroup(models.Model):
     last_seen = models.DateTimeField()
     # Stored deliveries whose current error message falls in this group; kept exact at every write.
     delivery_count = models.PositiveIntegerField(default=0)
+
+    objects = ScopedManager()
+    visible_to = staticmethod(_group_visible)
 
     class Meta:
         ordering = ["-last_seen"]
@@ -823,7 +847,7 @@ class Delivery(models.Model):
     block_time = models.DateTimeField(null=True, blank=True)
     latency_ms = models.IntegerField(null=True, blank=True)
 
-    objects = DeliveryQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(DeliveryQuerySet)()
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -962,7 +986,7 @@ class HourlyRollup(LatencyCounts, RollupCounts):
     Kept for ROLLUP_RETENTION_DAYS, longer than the deliveries themselves.
     """
 
-    objects = HourlyRollupQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(HourlyRollupQuerySet)()
 
     class Meta:
         indexes = rollup_indexes("rollup")
@@ -994,7 +1018,7 @@ class PeriodRollup(LatencyCounts, RollupCounts):
     hourly rows (`rollup_upkeep.add_to_rollups`); a rebuild or a search-key refresh recomputes it from the
     hourly rows (`rollup_upkeep.refresh_periods`), so it is exactly their sum."""
 
-    objects = PeriodRollupQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(PeriodRollupQuerySet)()
 
     class Meta:
         indexes = rollup_indexes("period_rollup")
@@ -1016,7 +1040,7 @@ class StreamPeriodRollup(LatencyCounts, SliceCounts):
     # The deliveries' retries, summed.
     retries_sum = models.PositiveBigIntegerField()
 
-    objects = StreamPeriodRollupQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(StreamPeriodRollupQuerySet)()
 
     class Meta:
         indexes = [
@@ -1053,7 +1077,7 @@ class EventRollup(EventCounts):
     counts under each; one with none is in no row. Written by the same statements as `HourlyRollup`
     (`rollup_upkeep.py`), so both tables always describe the same rows; kept as long."""
 
-    objects = EventRollupQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(EventRollupQuerySet)()
 
     class Meta:
         indexes = event_rollup_indexes("eventrollup")
@@ -1064,7 +1088,7 @@ class EventPeriodRollup(EventCounts):
     sliced by an event reads for its whole periods. Recomputed with the period rollups, from the event rows of
     every period an ingest touches, so it is exactly their sum."""
 
-    objects = EventPeriodRollupQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(EventPeriodRollupQuerySet)()
 
     class Meta:
         indexes = event_rollup_indexes("eventperiod")

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import connections, router
 
+from dashboard import visibility
 from dashboard.deliveries.models import Delivery
 from dashboard.sources.models import Source
 from dashboard.upstream.chains import CHAINS
@@ -116,6 +117,10 @@ def confirmation_gaps(
         if column not in SCOPE_COLUMNS:
             raise ValueError(f"cannot narrow confirmation gaps by {column!r}")
         where = f"AND d.{column} = %(scope)s"
+    # Only the viewer's streams (every stream outside a request).
+    seen, seen_params = visibility.sql_named("d.stream_id", "seen")
+    params.update(seen_params)
+    where = f"{where} AND {seen}"
     with connection.cursor() as cursor:
         cursor.execute(_MISSING.format(table=table, sources=sources, scope=where), params)  # noqa: S608 - names from models
         missing = [row[0] for row in cursor.fetchall()]

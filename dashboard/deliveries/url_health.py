@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 from dashboard.deliveries.models import PROVIDER_FAILING, HourlyRollup
 from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, RETRY_SCHEDULE_SECONDS
 from dashboard.deliveries.status import DeliveryStatus
+from dashboard.visibility import EVERYTHING, current, viewing
 
 ERROR_BELOW = 70
 WARN_BELOW = 85
@@ -172,11 +173,14 @@ def worst(healths: Iterable[UrlHealth]) -> UrlHealth | None:
 
 def url_health_now(now: datetime, urls: Iterable[str] | None = None) -> dict[str, UrlHealth]:
     """The estimate for every webhook URL (or only `urls`) from the rollups of the last WINDOW."""
-    estimate = _estimate(now)
+    # Learned from every stream's rollups and cached for all; each viewer is shown only their streams' URLs.
+    with viewing(EVERYTHING):
+        estimate = _estimate(now)
+    seen = current()
     if urls is None:
-        return estimate
+        return {url: health for url, health in estimate.items() if seen.allows_url(url)}
     # Each URL's replay reads only its own rows, so picking from the whole estimate changes nothing.
-    return {url: estimate[url] for url in urls if url in estimate}
+    return {url: estimate[url] for url in urls if url in estimate and seen.allows_url(url)}
 
 
 def _estimate(now: datetime) -> dict[str, UrlHealth]:

@@ -13,6 +13,7 @@ from django.db.models import Q
 from dashboard.deliveries.scopes import scope_filter
 from dashboard.text import visible
 from dashboard.times import zone
+from dashboard.visibility import ScopedManager, Visibility
 
 
 class WindowScope(models.TextChoices):
@@ -26,6 +27,14 @@ class MaintenanceWindowQuerySet(models.QuerySet["MaintenanceWindow"]):
         """The windows that can have an occurrence overlapping [start, end): one-off windows overlapping it,
         every recurring window (their occurrences are found in Python, `maintenance.occurrences`)."""
         return self.filter(Q(cron="", starts_at__lt=end, ends_at__gt=start) | ~Q(cron=""))
+
+
+def _window_visible(visibility: Visibility) -> Q:
+    return (
+        Q(scope=WindowScope.ALL)
+        | Q(scope=WindowScope.STREAM, scope_value__in=visibility.sorted_ids())
+        | Q(scope=WindowScope.TAG, scope_value__in=sorted(visibility.tags))
+    )
 
 
 class MaintenanceWindow(models.Model):
@@ -52,7 +61,8 @@ class MaintenanceWindow(models.Model):
     created_by = models.CharField(max_length=150, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = MaintenanceWindowQuerySet.as_manager()
+    objects = ScopedManager.from_queryset(MaintenanceWindowQuerySet)()
+    visible_to = staticmethod(_window_visible)
 
     class Meta:
         ordering = ["name", "id"]
@@ -150,6 +160,8 @@ class StreamObjective(models.Model):
     note = models.TextField(blank=True)
     updated_by = models.CharField(max_length=150, blank=True, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ScopedManager()
 
     class Meta:
         ordering = ["stream_id"]

@@ -35,6 +35,7 @@ from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.trailing_counts import StreamCounts, trailing_stream_counts
 from dashboard.expectations.maintenance import Target, intervals
 from dashboard.expectations.models import DeliveryObjective, MaintenanceWindow, StreamObjective
+from dashboard.visibility import EVERYTHING, current, viewing
 
 HOUR = timedelta(hours=1)
 CACHE_SECONDS = 60
@@ -175,10 +176,13 @@ def budgets(now: datetime, stream_ids: Iterable[str] | None = None) -> dict[str,
     key = f"slo-counts:{until:%Y%m%d%H}:{settings.SLO_WINDOW_DAYS}"
     counted: tuple[dict[str, StreamCounts], dict[str, int]] | None = cache.get(key)
     if counted is None:
-        counted = _window_counts(since, until)
+        # Counted for every stream and cached for all; each viewer is given only the streams they see.
+        with viewing(EVERYTHING):
+            counted = _window_counts(since, until)
         cache.set(key, counted, CACHE_SECONDS)
     counts, left_out = counted
-    ids = list(counts) if stream_ids is None else [s for s in stream_ids if s in counts]
+    seen = current()
+    ids = [s for s in (list(counts) if stream_ids is None else stream_ids) if s in counts and seen.allows(s)]
     found: dict[str, Budget] = {}
     for stream_id, objective in objectives(ids).items():
         delivery, latency = objective.measures(counts[stream_id])

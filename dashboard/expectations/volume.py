@@ -29,9 +29,11 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Q, Sum
 
+from dashboard import visibility
 from dashboard.deliveries.models import HourlyRollup, OutageWindow, Stream
 from dashboard.expectations.maintenance import Target, intervals
 from dashboard.expectations.models import MaintenanceWindow
+from dashboard.visibility import EVERYTHING, viewing
 
 HOUR = timedelta(hours=1)
 WEEK_HOURS = 7 * 24
@@ -121,9 +123,13 @@ def baselines(now: datetime, stream_ids: list[str] | None = None) -> dict[str, B
     key = f"quiet-baselines:{current:%Y%m%d%H}"
     cached: dict[str, Baseline] | None = cache.get(key)
     if cached is None:
-        cached = _learn(current)
+        # Learned for every stream and cached for all; each viewer is given only the streams they see.
+        with viewing(EVERYTHING):
+            cached = _learn(current)
         cache.set(key, cached, 3600)
-    return cached if stream_ids is None else {s: cached[s] for s in stream_ids if s in cached}
+    seen = visibility.current()
+    wanted = cached if stream_ids is None else {s: cached[s] for s in stream_ids if s in cached}
+    return {s: baseline for s, baseline in wanted.items() if seen.allows(s)}
 
 
 def _learn(current: datetime) -> dict[str, Baseline]:
