@@ -41,6 +41,7 @@ from dashboard.alerts.models import Incident, Notification, NotificationStatus
 from dashboard.client_address import client_address
 from dashboard.deliveries.models import HourlyRollup, Stream
 from dashboard.sources.models import Source
+from dashboard.visibility import EVERYTHING, viewing
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
         )
     state = CollectorRegistry()
     state.register(StateCollector())
-    body = process_metrics() + generate_latest(state)
+    # Those allowed to scrape (the metrics token, an allowed network, staff) read every stream's series: the
+    # scraper is anonymous to the request's visibility. Team members cannot scrape.
+    with viewing(EVERYTHING):
+        body = process_metrics() + generate_latest(state)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 

@@ -36,7 +36,7 @@ HELPERS = {
 # Top-level modules that read apps: each reads only what is named here.
 READERS = {
     "health": {"sources", "locks", "replica"},
-    "metrics": {"sources", "deliveries", "alerts", "celery", "client_address", "accounts"},
+    "metrics": {"sources", "deliveries", "alerts", "celery", "client_address", "accounts", "visibility"},
 }
 # The wiring: settings, routes, the WSGI and Celery entry points and the launcher see everything.
 WIRING = {"__init__", "settings", "urls", "wsgi", "celery", "launcher"}

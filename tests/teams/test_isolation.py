@@ -197,3 +197,11 @@ def test_the_crawl_covers_every_page(two_teams: TwoTeams) -> None:
             if shape not in shapes:
                 missing.append(shape)
     assert not missing, missing
+
+
+def test_metrics_are_for_scrapers_and_staff_never_for_a_member(two_teams: TwoTeams, settings: Any) -> None:
+    assert session(two_teams.member_a).get("/metrics").status_code == 403
+    # A scraper is anonymous to the pages' visibility, and reads every stream's series.
+    settings.METRICS_TOKEN = "scrape-token-0123456789"
+    scraped = Client(HTTP_AUTHORIZATION="Bearer scrape-token-0123456789").get("/metrics").content.decode()
+    assert f'stream="{STREAM_A}"' in scraped and f'stream="{STREAM_B}"' in scraped
