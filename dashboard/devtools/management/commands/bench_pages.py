@@ -28,8 +28,9 @@ from django.db.models import Count
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.accounts.roles import VIEWERS, assign_role
-from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup
+from dashboard.accounts.models import Team, TeamMembership
+from dashboard.accounts.roles import TEAM_MEMBERS, VIEWERS, assign_role
+from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Stream
 from dashboard.heap import freeze_loaded_objects
 
 STAMP = "%Y-%m-%dT%H:%M:%S"
@@ -78,18 +79,26 @@ class Command(BaseCommand):
             help="Flag a plan that removes more than this many rows by filter (default 5000).",
         )
         parser.add_argument(
+            "--team-streams", type=int, default=0, metavar="K",
+            help="Read the pages as a Team member whose team owns the K busiest streams (every read narrowed to "
+            "them, as for any team member); 0 (default): as a Viewer, who sees every stream.",
+        )
+        parser.add_argument(
             "--export-rows", type=int, nargs="*", default=[10_000, 100_000],
             help="Sizes of the exported slices whose peak memory is measured (none skips).",
         )
 
     def handle(
         self, *args: Any, rounds: int, only: str | None, explain: bool, flag_removed: int, export_rows: list[int],
-        **options: Any,
+        team_streams: int, **options: Any,
     ) -> None:
         if not Delivery.objects.exists():
             raise CommandError("No deliveries stored: run generate_deliveries or a poll first.")
         if rounds < 1:
             raise CommandError("--rounds must be at least 1")
+        if team_streams < 0:
+            raise CommandError("--team-streams must be 0 or more")
+        self.team_streams = team_streams
         # The API's per-caller rate limit (read on every call) would answer the timed rounds 429: lifted for the run.
         limit = settings.API_RATE_PER_MINUTE
         settings.API_RATE_PER_MINUTE = 1_000_000
@@ -101,7 +110,13 @@ class Command(BaseCommand):
     def _bench(self, *, rounds: int, only: str | None, explain: bool, flag_removed: int, export_rows: list[int]) -> None:
         hosts = [h for h in settings.ALLOWED_HOSTS if h not in ("*", "")] or ["localhost"]
         self.viewer = Client(HTTP_HOST=hosts[0].lstrip("."))
-        self.viewer.force_login(_viewer())
+        self.viewer.force_login(_viewer(self.team_streams))
+        if self.team_streams:
+            owned = Team.objects.get(name=BENCH_TEAM).stream_ids
+            self.stdout.write(
+                f"Pages read as a Team member of {BENCH_TEAM}, owning {len(owned)} of "
+                f"{Stream.objects.count()} streams: {', '.join(owned)}"
+            )
         self.staff = Client(HTTP_HOST=hosts[0].lstrip("."))
         self.staff.force_login(_staff())
         freeze_loaded_objects()  # as wsgi.py does in the web process
@@ -419,9 +434,23 @@ def _staff() -> User:
     return user
 
 
-def _viewer() -> User:
+BENCH_TEAM = "bench-pages-team"
+
+
+def _viewer(team_streams: int = 0) -> User:
+    """A Viewer (every stream); with `team_streams`, a Team member whose team owns that many of the busiest
+    streams (by hourly rollup rows), so that every page's reads are narrowed as for any team member."""
     user, _ = User.objects.get_or_create(username="bench-pages-viewer")
-    assign_role(user, VIEWERS)
+    TeamMembership.objects.filter(user=user).delete()
+    if not team_streams:
+        assign_role(user, VIEWERS)
+        return user
+    busiest = list(
+        HourlyRollup.objects.values_list("stream_id", flat=True).annotate(n=Count("id")).order_by("-n")[:team_streams]
+    )
+    team, _ = Team.objects.update_or_create(name=BENCH_TEAM, defaults={"stream_ids": busiest, "tag_patterns": []})
+    TeamMembership.objects.create(team=team, user=user)
+    assign_role(user, TEAM_MEMBERS)
     return user
 
 
