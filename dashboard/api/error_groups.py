@@ -7,12 +7,14 @@ from django.http import Http404, HttpRequest, QueryDict
 from ninja import Field, Query, Router, Schema
 from pydantic import create_model
 
+from dashboard import visibility
 from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, int_cursor, next_url, on_replica, read_int_cursor
 from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
 from dashboard.api.schemas import ErrorGroupOut, ErrorGroupPage
 from dashboard.api.security import allow
 from dashboard.api.tokens import VIEW
-from dashboard.deliveries.models import ErrorGroup
+from dashboard.deliveries.counting import bounded_count
+from dashboard.deliveries.models import Delivery, ErrorGroup
 from dashboard.web.forms import ErrorGroupsForm
 from dashboard.web.views.errors import error_group_entries
 
@@ -75,8 +77,16 @@ def error_group_list(
 def _group(group: ErrorGroup) -> dict[str, Any]:
     return {
         "id": group.pk, "template": group.template, "first_seen": group.first_seen, "last_seen": group.last_seen,
-        "delivery_count": group.delivery_count,
+        "delivery_count": _delivery_count(group),
     }
+
+
+def _delivery_count(group: ErrorGroup) -> int:
+    """The group's stored count for who sees every stream; a team member's own deliveries in it otherwise (exact
+    up to the lists' bound, the planner's estimate beyond)."""
+    if visibility.current().everything:
+        return group.delivery_count
+    return bounded_count(Delivery.objects.filter(error_group_id=group.pk)).rows
 
 
 @router.get("/error-groups/{int:group_id}", response=ErrorGroupOut, summary="One error group")

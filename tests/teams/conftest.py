@@ -58,6 +58,7 @@ class TwoTeams:
     action_b: ProviderAction
     window_b: OutageWindow
     maintenance_b: MaintenanceWindow
+    staff: User
 
     def secrets_of_b(self) -> list[str]:
         """What of team B's a member of team A must never read."""
@@ -126,5 +127,5 @@ def two_teams(db: None) -> TwoTeams:
     StreamObjective.objects.create(stream_id=STREAM_B, note="bravo objective")
     return TwoTeams(
         team_a, team_b, member("anna", team_a), member("bruno", team_b), delivery_a, delivery_b,
-        incidents[STREAM_A], incidents[STREAM_B], notification_b, rule_b, action_b, window_b, maintenance_b,
+        incidents[STREAM_A], incidents[STREAM_B], notification_b, rule_b, action_b, window_b, maintenance_b, staff,
     )

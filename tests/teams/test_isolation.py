@@ -205,3 +205,20 @@ def test_metrics_are_for_scrapers_and_staff_never_for_a_member(two_teams: TwoTea
     settings.METRICS_TOKEN = "scrape-token-0123456789"
     scraped = Client(HTTP_AUTHORIZATION="Bearer scrape-token-0123456789").get("/metrics").content.decode()
     assert f'stream="{STREAM_A}"' in scraped and f'stream="{STREAM_B}"' in scraped
+
+
+def test_an_error_group_shared_by_both_teams_counts_the_members_deliveries_only(two_teams: TwoTeams) -> None:
+    from tests.factories import history_record, store
+
+    source = two_teams.delivery_a.source
+    now = timezone.now()
+    shared = "connect ECONNREFUSED 10.0.0.1:443"
+    store(source, *[history_record(date=now - timedelta(minutes=40 + i), stream_id=STREAM_B, tag=TAG_B,
+                                   webhook_url=URL_B, error=shared, retries=1, block=19_200_000 + i) for i in range(4)])
+    group_id = two_teams.delivery_a.error_group_id
+    token = create_token(two_teams.member_a, "crawler", ["read"], timezone.now() + timedelta(days=1))[1]
+    answer = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get(f"/api/v1/error-groups/{group_id}").json()
+    assert answer["delivery_count"] == 1
+    staff_token = create_token(two_teams.staff, "ops", ["read"], timezone.now() + timedelta(days=1))[1]
+    answer = Client(HTTP_AUTHORIZATION=f"Bearer {staff_token}").get(f"/api/v1/error-groups/{group_id}").json()
+    assert answer["delivery_count"] == 5
