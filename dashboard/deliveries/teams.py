@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from dashboard.accounts.access import is_staff_member
 from dashboard.accounts.models import Team
 from dashboard.accounts.roles import VIEW_ALL_STREAMS, VIEW_DASHBOARD
 from dashboard.deliveries.models import Stream
@@ -79,7 +80,8 @@ def visibility_of_streams(streams: Iterable[StreamRow]) -> Visibility:
 
 
 def sees_every_stream(user: Any) -> bool:
-    return bool(user.is_authenticated and user.is_active and user.has_perm(VIEW_ALL_STREAMS))
+    """Staff (who run the admin, where every stream is) and the roles granted "view all streams" (Viewers)."""
+    return is_staff_member(user) or bool(user.is_authenticated and user.is_active and user.has_perm(VIEW_ALL_STREAMS))
 
 
 def visibility_for(user: Any) -> Visibility:
