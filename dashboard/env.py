@@ -130,6 +130,23 @@ def env_url(name: str, default: str, *, schemes: tuple[str, ...] = ("http", "htt
     return raw.rstrip("/")
 
 
+def env_archive_url(name: str) -> str:
+    """Where expired deliveries are archived: empty (no archive), `file:///absolute/path` or
+    `s3://bucket/prefix`. Credentials never go in it (S3's come from the environment)."""
+    raw = env_str(name)
+    if not raw:
+        return ""
+    parts = urlsplit(raw)
+    if "@" in parts.netloc:
+        # The value may carry a secret: name the variable, not its content.
+        raise ImproperlyConfiguredEnv(f"{name} must not carry credentials (S3 keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+    if parts.scheme == "file" and not parts.netloc and parts.path.startswith("/") and parts.path != "/":
+        return raw.rstrip("/")
+    if parts.scheme == "s3" and parts.netloc:
+        return raw.rstrip("/")
+    raise ImproperlyConfiguredEnv(f"{name} must be file:///absolute/path or s3://bucket/prefix, got {raw!r}")
+
+
 # Scheme: (EMAIL_USE_TLS, EMAIL_USE_SSL).
 _EMAIL_SCHEMES = {
     "smtp": (False, False),

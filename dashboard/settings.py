@@ -11,6 +11,7 @@ from kombu import Queue
 
 from dashboard.env import (
     ImproperlyConfiguredEnv,
+    env_archive_url,
     env_bool,
     env_choice,
     env_email_url,
@@ -286,6 +287,12 @@ HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 90, minimum=8)
 # Hourly rollups outlive the deliveries they count, so long-range charts keep working.
 ROLLUP_RETENTION_DAYS = env_int("ROLLUP_RETENTION_DAYS", 400, minimum=HISTORY_RETENTION_DAYS)
 RETENTION_BATCH_SIZE = env_int("RETENTION_BATCH_SIZE", 5000, minimum=100, maximum=100_000)
+# Cold history (deliveries/archive.py): each expired day is exported to Parquet here, and re-read and checked
+# against the database, before retention may delete it. Empty: no archive, retention deletes as before.
+ARCHIVE_URL = env_archive_url("ARCHIVE_URL")
+# An S3-compatible store's address (http://127.0.0.1:9000); empty: AWS S3 itself.
+ARCHIVE_S3_ENDPOINT = env_url("ARCHIVE_S3_ENDPOINT", "") if env_str("ARCHIVE_S3_ENDPOINT") else ""
+ARCHIVE_S3_REGION = env_str("ARCHIVE_S3_REGION", "us-east-1")
 # How long the deliveries list and the admin may spend counting a filter's matches before they show the
 # planner's estimate instead (a rare value spread over the whole table).
 COUNT_BUDGET_MS = env_int("COUNT_BUDGET_MS", 50, minimum=1, maximum=10_000)

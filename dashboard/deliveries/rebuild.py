@@ -27,14 +27,23 @@ class Rebuilt:
     streams: int
 
 
-def rebuild_derived(source_id: int | None = None, *, on_day: Callable[[datetime], None] | None = None) -> Rebuilt:
+def rebuild_derived(
+    source_id: int | None = None,
+    *,
+    on_day: Callable[[datetime], None] | None = None,
+    between: tuple[datetime, datetime] | None = None,
+) -> Rebuilt:
     """Recompute the rollups, stream rows and error messages of one source (all when None) and every error group's
-    count."""
+    count; the rollups only of the days in `between` when given (a restored day: `archive.restore_day`)."""
     only = "" if source_id is None else "WHERE source_id = %(source)s"
-    params = {"source": source_id}
+    params: dict[str, int | datetime | None] = {"source": source_id}
+    days_only = only
+    if between is not None:
+        days_only = ("WHERE " if not only else only + " AND ") + "date >= %(start)s AND date < %(end)s"
+        params.update(start=between[0], end=between[1])
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT DISTINCT date_trunc('day', date) FROM deliveries_delivery {only} ORDER BY 1",  # noqa: S608
+            f"SELECT DISTINCT date_trunc('day', date) FROM deliveries_delivery {days_only} ORDER BY 1",  # noqa: S608
             params,
         )
         days = [day for (day,) in cursor.fetchall()]

@@ -8,20 +8,26 @@ own short transaction under the write lock. Error-group counts stay exact either
 hours are deliberately not recomputed: they keep counting what was delivered after the rows are gone.
 
 Each run also makes the partitions of the coming weeks, so ingest seldom has to.
+
+With an archive (ARCHIVE_URL, `archive.py`), nothing is deleted that is not in it: a partition is dropped only
+once each of its days holding rows is exported and verified (and none is held by a restore), and in the default
+and legacy partitions rows go by whole days, up to the first day that is not archived.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock
 
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from dashboard.deliveries import partitions
+from dashboard.deliveries import archive, partitions
 from dashboard.deliveries.grouping import apply_group_changes
 from dashboard.deliveries.models import PeriodRollup
 from dashboard.deliveries.rollup_upkeep import PERIOD_TABLES, ROLLUP_TABLES, STREAM_PERIOD_TABLE
@@ -42,6 +48,10 @@ class RetentionResult:
     partitions_deferred: list[str] = field(default_factory=list)
     # Distinct error messages no stored delivery carries any more.
     messages_deleted: int = 0
+    # Expired partitions kept because their archive is not verified (or a day of them is held), with why.
+    partitions_unarchived: dict[str, str] = field(default_factory=dict)
+    # Days exported to the archive by this run.
+    days_archived: int = 0
 
 
 def enforce_retention(
@@ -52,6 +62,10 @@ def enforce_retention(
     delivery_cutoff = now - timedelta(days=settings.HISTORY_RETENTION_DAYS)
     rollup_cutoff = now - timedelta(days=settings.ROLLUP_RETENTION_DAYS)
     result = RetentionResult()
+    store = archive.open_store() if archive.archive_enabled() else None
+    # Exports stop starting new days after two thirds of the task's time: the rest of the run still happens, and
+    # the next run goes on with the archive where this one stopped.
+    deadline = time.monotonic() + settings.CELERY_TASK_SOFT_TIME_LIMIT * 2 / 3
     with transaction.atomic(), connection.cursor() as cursor:
         take_write_lock(cursor)
         result.partitions_made = partitions.ensure_partitions_between(cursor, now, now + partitions.AHEAD)
@@ -61,11 +75,15 @@ def enforce_retention(
         _drop_table(name)
     for partition in current:
         if partition.is_default:
-            _delete_expired_rows(partition.name, delivery_cutoff, batch_size, max_batches, result)
+            cutoff = _archived_cutoff(store, partition.name, delivery_cutoff, now, deadline, result)
+            _delete_expired_rows(partition.name, cutoff, batch_size, max_batches, result)
         elif partition.end is not None and partition.end <= delivery_cutoff:
-            _drop_partition(partition.name, result)
+            expected = _archived_rows(store, partition, now, deadline, result)
+            if store is None or expected is not None:
+                _drop_partition(partition.name, result, expected)
         elif not partition.is_week and (partition.start is None or partition.start < delivery_cutoff):
-            _delete_expired_rows(partition.name, delivery_cutoff, batch_size, max_batches, result)
+            cutoff = _archived_cutoff(store, partition.name, delivery_cutoff, now, deadline, result)
+            _delete_expired_rows(partition.name, cutoff, batch_size, max_batches, result)
     _delete_what_outlived_the_deliveries(delivery_cutoff, batch_size, max_batches, result)
     # A period rollup goes when its whole period is before the cutoff.
     cutoffs = [(table, rollup_cutoff) for table in ROLLUP_TABLES]
@@ -92,14 +110,71 @@ def enforce_retention(
     return result
 
 
-def _drop_partition(name: str, result: RetentionResult) -> None:
+def _archived_rows(
+    store: archive.Store | None, partition: partitions.Partition, now: datetime, deadline: float,
+    result: RetentionResult,
+) -> int | None:
+    """With an archive: the partition's rows, every one of them exported and verified; None when some are not
+    (the partition stays, and why is logged)."""
+    if store is None:
+        return None
+    start = partition.start or _oldest_day(partition.name)
+    if start is None:
+        return 0
+    assert partition.end is not None
+    check = archive.ready_to_drop(store, start, partition.end, now=now, deadline=deadline)
+    result.days_archived += sum(1 for done in check.exported if done.outcome == "exported")
+    if not check.ok:
+        log.error("retention: partition %s kept, its archive is not verified: %s", partition.name, check.problem)
+        result.partitions_unarchived[partition.name] = check.problem
+        return None
+    return check.rows
+
+
+def _archived_cutoff(
+    store: archive.Store | None, table: str, cutoff: datetime, now: datetime, deadline: float,
+    result: RetentionResult,
+) -> datetime:
+    """The cutoff of a row-by-row delete: as given without an archive; with one, the start of the first expired
+    day that is not archived and verified (whole days only)."""
+    if store is None:
+        return cutoff
+    last = datetime.combine(cutoff.astimezone(UTC).date(), clock.min, tzinfo=UTC)
+    day = _oldest_day(table, before=cutoff)
+    while day is not None and day < last:
+        check = archive.ready_to_drop(store, day, day + timedelta(days=1), now=now, deadline=deadline)
+        result.days_archived += sum(1 for done in check.exported if done.outcome == "exported")
+        if not check.ok:
+            log.error("retention: %s kept from %s on, its archive is not verified: %s", table, day.date(), check.problem)
+            result.partitions_unarchived[table] = check.problem
+            return day
+        day += timedelta(days=1)
+    return last
+
+
+def _oldest_day(table: str, *, before: datetime | None = None) -> datetime | None:
+    with connection.cursor() as cursor:
+        where = "" if before is None else "WHERE date < %s"
+        cursor.execute(f"SELECT min(date) FROM {table} {where}", [] if before is None else [before])  # noqa: S608
+        (oldest,) = cursor.fetchone()
+    if oldest is None:
+        return None
+    return datetime.combine(oldest.astimezone(UTC).date(), clock.min, tzinfo=UTC)
+
+
+def _drop_partition(name: str, result: RetentionResult, archived_rows: int | None = None) -> None:
     """Detach an expired partition, taking its rows out of the error-group counts in the same transaction,
-    then drop it. A detach that waits over partitions.LOCK_TIMEOUT_MS is left for the next run."""
+    then drop it. A detach that waits over partitions.LOCK_TIMEOUT_MS is left for the next run, and so is a
+    partition holding other rows than the archive verified (`archived_rows`; a row written since)."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             take_write_lock(cursor)
             cursor.execute(f"SELECT count(*) FROM {name}")  # noqa: S608 - a partition's name from the catalog
             (rows,) = cursor.fetchone()
+            if archived_rows is not None and rows != archived_rows:
+                log.warning("retention: partition %s kept: %d rows, %d archived", name, rows, archived_rows)
+                result.partitions_deferred.append(name)
+                return
             cursor.execute(
                 f"SELECT error_group_id, count(*) FROM {name} WHERE error_group_id IS NOT NULL GROUP BY 1"  # noqa: S608
             )
