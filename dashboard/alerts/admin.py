@@ -203,12 +203,14 @@ class NotificationAdmin(admin.ModelAdmin):
 @admin.register(Channel)
 class ChannelAdmin(admin.ModelAdmin):
     form = ChannelForm
-    list_display = ("shown_name", "kind", "enabled", "url_hint", "last_attempt_at", "last_attempt_ok", "last_attempt_result")
+    list_display = (
+        "shown_name", "kind", "enabled", "team", "url_hint", "last_attempt_at", "last_attempt_ok", "last_attempt_result"
+    )
     list_filter = ("kind", "enabled")
     search_fields = ("name",)
     readonly_fields = ("url_hint", "last_attempt_at", "last_attempt_ok", "last_attempt_result", "created_at")
     fieldsets = (
-        (None, {"fields": ("name", "kind", "enabled", "new_url", "url_hint", "new_secret")}),
+        (None, {"fields": ("name", "kind", "enabled", "team", "new_url", "url_hint", "new_secret")}),
         ("Last delivery", {"fields": ("last_attempt_at", "last_attempt_ok", "last_attempt_result")}),
     )
     actions = ["send_test"]

@@ -1,5 +1,5 @@
-"""Configuration as code: alert rules, channels, maintenance windows and streams' own objectives as one YAML
-file (`manage.py export_config`, `import_config`).
+"""Configuration as code: teams, alert rules, channels, maintenance windows and streams' own objectives as one
+YAML file (`manage.py export_config`, `import_config`).
 
 Each entry is keyed by its name (a stream objective by its stream id), so an import finds what it changes and
 applying the same file twice changes nothing. Every entry is checked by the form the admin uses
@@ -27,6 +27,7 @@ from django import forms
 from django.db import models, transaction
 
 from dashboard import encryption
+from dashboard.accounts.models import Team
 from dashboard.alerts.forms import AlertRuleForm, ChannelForm
 from dashboard.alerts.models import AlertRule, Channel
 from dashboard.expectations.forms import MaintenanceWindowForm, StreamObjectiveForm
@@ -41,7 +42,8 @@ RULE_FIELDS = [
     "latency_seconds", "quiet_probability", "consecutive_failures", "stale_minutes", "recipients", "grace_minutes",
     "cooldown_minutes", "digest", "channels",
 ]
-CHANNEL_FIELDS = ["name", "kind", "enabled", "url", "secret"]
+CHANNEL_FIELDS = ["name", "kind", "enabled", "team", "url", "secret"]
+TEAM_FIELDS = ["name", "stream_ids", "tag_patterns", "alert_emails"]
 # The file's name of each secret, and the channel form's field that takes it.
 SECRET_FIELDS = {"url": "new_url", "secret": "new_secret"}
 WINDOW_FIELDS = [
@@ -68,14 +70,23 @@ class Section:
     form: type[forms.ModelForm]
 
 
+class TeamForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A team's claims and alert addresses (its members come by hand or from the identity provider)."""
+
+    class Meta:
+        model = Team
+        fields = TEAM_FIELDS
+
+
+TEAMS = Section("teams", "team", Team, "name", TEAM_FIELDS, TeamForm)
 CHANNELS = Section("channels", "channel", Channel, "name", CHANNEL_FIELDS, ChannelForm)
 RULES = Section("alert_rules", "alert rule", AlertRule, "name", RULE_FIELDS, AlertRuleForm)
 WINDOWS = Section("maintenance_windows", "maintenance window", MaintenanceWindow, "name", WINDOW_FIELDS,
                   MaintenanceWindowForm)
 OBJECTIVES = Section("stream_objectives", "stream objective", StreamObjective, "stream_id", OBJECTIVE_FIELDS,
                      StreamObjectiveForm)
-# Channels first: rules name them.
-SECTIONS = (CHANNELS, RULES, WINDOWS, OBJECTIVES)
+# Teams first: channels name them; channels before the rules that name them.
+SECTIONS = (TEAMS, CHANNELS, RULES, WINDOWS, OBJECTIVES)
 
 
 @dataclass
@@ -141,6 +152,8 @@ def _entry(
         elif section is CHANNELS and name in SECRET_FIELDS:
             stored = obj.url_encrypted if name == "url" else obj.secret_encrypted
             value = {"env": (refs or {}).get(name) or _env_name(obj.name, name)} if stored else None
+        elif section is CHANNELS and name == "team":
+            value = obj.team.name if obj.team_id is not None else None
         else:
             value = _plain(getattr(obj, name))
         if value not in (None, "", []):
@@ -162,9 +175,10 @@ def export_document() -> dict[str, Any]:
             "them in the admin first" for name in repeated
         ])
     document: dict[str, Any] = {"version": VERSION}
+    document["teams"] = [_entry(TEAMS, t) for t in Team.objects.order_by("name")]
     taken: set[str] = set()
     channels = []
-    for channel in Channel.objects.order_by("name"):
+    for channel in Channel.objects.select_related("team").order_by("name"):
         refs = {}
         for part in SECRET_FIELDS:
             env, n = _env_name(channel.name, part), 2
@@ -181,7 +195,7 @@ def export_document() -> dict[str, Any]:
 
 
 HEADER = (
-    "# Stream Dashboard configuration: alert rules, channels, maintenance windows and stream objectives.\n"
+    "# Stream Dashboard configuration: teams, alert rules, channels, maintenance windows and stream objectives.\n"
     "# Apply with `manage.py import_config FILE` (--dry-run first). Channel URLs and secrets are read from the\n"
     "# environment variables named by `{env: NAME}`; they are never written here.\n"
 )
@@ -279,7 +293,9 @@ def _default(model: type[models.Model], name: str) -> Any:
     return found.get_default() if isinstance(found, models.Field) else None
 
 
-def _data(section: Section, entry: Mapping[str, Any], channel_ids: Callable[[list[Any]], list[int]]) -> dict[str, Any]:
+def _data(
+    section: Section, entry: Mapping[str, Any], channel_ids: Callable[[list[Any]], list[int]], where: str = ""
+) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in section.fields:
         if section is CHANNELS and name in SECRET_FIELDS:
@@ -287,6 +303,11 @@ def _data(section: Section, entry: Mapping[str, Any], channel_ids: Callable[[lis
         value = entry.get(name, _default(section.model, name))
         if section is RULES and name == "channels":
             value = channel_ids(value if isinstance(value, list) else [value])
+        elif section is CHANNELS and name == "team":
+            value = _team_id(where, value)
+        elif section is TEAMS and isinstance(value, list):
+            # The form's field reads a comma-separated list.
+            value = ",".join(str(v) for v in value)
         elif isinstance(value, datetime):
             value = value.isoformat()
         data[name] = "" if value is None else value
@@ -345,6 +366,16 @@ def _apply(document: Mapping[str, Any], *, prune: bool, environ: Mapping[str, st
     return Outcome(changes, kept)
 
 
+def _team_id(where: str, name: Any) -> int | None:
+    """A channel's team, by name."""
+    if name in (None, ""):
+        return None
+    found = Team.objects.filter(name=name).values_list("pk", flat=True).first() if isinstance(name, str) else None
+    if found is None:
+        raise ConfigError([f"{where}: team: no team named {_shown(name)} (in the file or the database)"])
+    return found
+
+
 def _channel_ids(where: str, names: list[Any]) -> list[int]:
     ids, missing = [], []
     for name in names:
@@ -362,7 +393,7 @@ def _channel_ids(where: str, names: list[Any]) -> list[int]:
 def _apply_entry(section: Section, entry: Mapping[str, Any], obj: Any, where: str,
                  environ: Mapping[str, str], audit: Audit) -> Change | None:
     before = _entry(section, obj) if obj is not None else None
-    data = _data(section, entry, lambda names: _channel_ids(where, names))
+    data = _data(section, entry, lambda names: _channel_ids(where, names), where)
     secrets: dict[str, str] = {}
     if section is CHANNELS:
         problems = []

@@ -122,7 +122,7 @@ class ChannelForm(forms.ModelForm):
 
     class Meta:
         model = Channel
-        fields = ("name", "kind", "enabled")
+        fields = ("name", "kind", "enabled", "team")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
