@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from dashboard import encryption
+from dashboard.accounts.models import Team
 from dashboard.alerts import channels
 from dashboard.alerts.models import AlertRule, Channel, ChannelKind
 from dashboard.expectations.models import MaintenanceWindow, StreamObjective
@@ -253,7 +254,8 @@ def test_the_readmes_example_imports(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("SLACK_OPS_URL", SLACK_URL)
     monkeypatch.setenv("PAGERDUTY_ROUTING_KEY", PD_KEY)
     output = run_import(write(tmp_path, example))
-    assert "Applied: 6 to create, 0 to change, 0 to remove." in output
+    assert "Applied: 7 to create, 0 to change, 0 to remove." in output
+    assert Team.objects.get(name="Payments").tag_patterns == ["payments-*"]
     assert [c.name for c in AlertRule.objects.get(name="Failed deliveries").channels.order_by("name")] == [
         "ops slack", "pager"]
     assert run_import(write(tmp_path, example)).strip() == "Nothing to change."
