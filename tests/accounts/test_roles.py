@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.core.management import CommandError, call_command
 
 from dashboard.accounts import roles
-from dashboard.accounts.roles import STAFF, VIEWERS, assign_role, sync_roles
+from dashboard.accounts.roles import STAFF, TEAM_MEMBERS, VIEWERS, assign_role, sync_roles
 
 
 def codenames(group: str) -> set[str]:
@@ -19,11 +19,13 @@ def codenames(group: str) -> set[str]:
     }
 
 
-def test_the_migration_creates_both_groups(db: None) -> None:
-    assert codenames(VIEWERS) == {"accounts.view_dashboard"}
+def test_the_migration_creates_the_three_groups(db: None) -> None:
+    assert codenames(TEAM_MEMBERS) == {"accounts.view_dashboard"}
+    assert codenames(VIEWERS) == {"accounts.view_dashboard", "accounts.view_all_streams"}
     staff = codenames(STAFF)
     assert {
-        "accounts.view_dashboard", "accounts.manage_dashboard", "deliveries.view_delivery",
+        "accounts.view_dashboard", "accounts.manage_dashboard", "accounts.view_all_streams", "accounts.change_team",
+        "accounts.add_teammembership", "deliveries.view_delivery",
         "deliveries.view_errorgroup", "sources.view_source", "sources.add_source",
         "sources.change_source", "auth.view_user",
     } <= staff
@@ -40,14 +42,15 @@ def test_syncing_again_keeps_hand_made_grants(db: None) -> None:
     Group.objects.get(name=VIEWERS).permissions.add(extra)
     sync_roles()
     sync_roles()
-    assert Group.objects.filter(name__in=roles.ROLES).count() == 2
+    assert Group.objects.filter(name__in=roles.ROLES).count() == 3
     assert "admin.view_logentry" in codenames(VIEWERS)
 
 
 def test_groups_survive_a_flush(transactional_db: None) -> None:
     # Transactional tests flush every table; post_migrate runs again and the groups come back.
     call_command("flush", interactive=False, verbosity=0)
-    assert codenames(VIEWERS) == {"accounts.view_dashboard"}
+    assert codenames(VIEWERS) == {"accounts.view_dashboard", "accounts.view_all_streams"}
+    assert codenames(TEAM_MEMBERS) == {"accounts.view_dashboard"}
     assert "sources.change_source" in codenames(STAFF)
 
 
