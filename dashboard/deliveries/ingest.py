@@ -1,7 +1,8 @@
 """Storing upstream history records: batched idempotent upserts keyed by the upstream id, derived data exact.
 
 One batch is one transaction:
-1. records are parsed in Python (`records.py`: status, search keys, a digest of the record);
+1. records are parsed in Python (`records.py`: status, search keys, a digest of the record), by `parse_batch`,
+   apart from the rest, so a walk parses its next page while this one is stored;
 2. the digests already stored under the batch's ids are read: a record stored with the same digest is
    unchanged and not written again;
 3. records whose id is not stored yet (most of a poll's) are sent with binary COPY straight into the
@@ -109,12 +110,32 @@ class StoreResult:
         return self.inserted + self.updated
 
 
+@dataclass
+class ParsedBatch:
+    """A batch of records read in Python (step 1), before anything is sent to the database. A walk reads its
+    next page into one while the database stores this one (`polling/walks.py`)."""
+
+    records: list[ParsedRecord]
+    # Records that could not be read, with the reason.
+    rejected: list[str]
+
+
+def parse_batch(records: Iterable[dict[str, Any]]) -> ParsedBatch:
+    rejected: list[str] = []
+    return ParsedBatch(parse_records(records, rejected), rejected)
+
+
 def store_records(
     source: Source | int, records: Iterable[dict[str, Any]], *, now: datetime | None = None
 ) -> StoreResult:
     """Upsert one batch of upstream records in one transaction; unchanged records are not rewritten."""
-    result = StoreResult()
-    parsed = parse_records(records, result.rejected)
+    return store_batch(source, parse_batch(records), now=now)
+
+
+def store_batch(source: Source | int, batch: ParsedBatch, *, now: datetime | None = None) -> StoreResult:
+    """`store_records` of a batch parsed beforehand (`parse_batch`)."""
+    result = StoreResult(rejected=list(batch.rejected))
+    parsed = batch.records
     if parsed:
         store_parsed(source.pk if isinstance(source, Source) else source, parsed, result, now=now)
     if result.rejected:

@@ -3,7 +3,9 @@
 Every read of the history is a *walk*: pages from the newest towards the oldest, each page stored in one
 transaction together with the walk's checkpoint (the cursor of the next page). A walk that dies (killed
 worker, dropped connection, upstream failure after the client's retries) resumes at the first page it had
-not stored. Three kinds:
+not stored. While a page is stored, the walk's reader thread fetches and parses the next one (one page
+ahead at most); a read's error is raised in that page's turn, once the pages before it are stored. Three
+kinds:
 
 - head: down to the first page that reaches below the source's `synced_through` (everything at or before
   it is stored) and holds records already stored and unchanged, then `synced_through` moves up to the
@@ -16,9 +18,11 @@ not stored. Three kinds:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -26,7 +30,7 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from dashboard.deliveries.ingest import StoreResult, store_records
+from dashboard.deliveries.ingest import ParsedBatch, StoreResult, parse_batch, store_batch
 from dashboard.polling.models import HistoryWalk, WalkKind
 from dashboard.sources.clients import streams_client
 from dashboard.sources.models import Source
@@ -75,6 +79,36 @@ def walk_history(
     on_page: PageCallback | None = None,
 ) -> WalkOutcome:
     """Walk (or resume walking) the history; returns once complete, past `deadline` or after `max_pages`."""
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"walk-{source.pk}-{kind}")
+    try:
+        return _walk(
+            source, kind, reader, client=client, stop_before=stop_before, deadline=deadline, restart=restart,
+            max_pages=max_pages, on_page=on_page,
+        )
+    finally:
+        # No read outlives the walk (its caller closes the client next): after an error, the page being read
+        # ahead is waited for and dropped, unstored; the checkpoint still points at it.
+        reader.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_page(client: UpstreamClient, cursor: str) -> tuple[HistoryPage, ParsedBatch]:
+    """One page fetched and parsed: all a page costs before the database sees it."""
+    page = fetch_history_page(client, limit=settings.HISTORY_PAGE_SIZE, cursor=cursor or None)
+    return page, parse_batch(page.records)
+
+
+def _walk(
+    source: Source,
+    kind: str,
+    reader: ThreadPoolExecutor,
+    *,
+    client: UpstreamClient,
+    stop_before: datetime | None,
+    deadline: float | None,
+    restart: bool,
+    max_pages: int | None,
+    on_page: PageCallback | None,
+) -> WalkOutcome:
     now = timezone.now()
     # get_or_create: two walkers of one source that bypass the poll lock must not collide on the row.
     state, created = HistoryWalk.objects.get_or_create(
@@ -85,14 +119,25 @@ def walk_history(
         _start_afresh(state, stop_before, now)
     outcome = WalkOutcome(walk=state, resumed=resumed)
     followed: set[str] = set()
+
+    def may_read(taken: int) -> bool:
+        """Whether the page after `taken` pages may be read: the budget is checked before each read."""
+        return (deadline is None or time.monotonic() <= deadline) and (max_pages is None or taken < max_pages)
+
+    def read(cursor: str) -> Future[tuple[HistoryPage, ParsedBatch]]:
+        followed.add(cursor)
+        # The reader thread logs the upstream client's retries under this walk's request id, too.
+        return reader.submit(contextvars.copy_context().run, _read_page, client, cursor)
+
+    ahead: Future[tuple[HistoryPage, ParsedBatch]] | None = None
     while True:
-        if deadline is not None and time.monotonic() > deadline:
-            return outcome
-        if max_pages is not None and outcome.pages >= max_pages:
-            return outcome
-        followed.add(state.cursor)
+        if ahead is None:
+            if not may_read(outcome.pages):
+                return outcome
+            ahead = read(state.cursor)
         try:
-            page = fetch_history_page(client, limit=settings.HISTORY_PAGE_SIZE, cursor=state.cursor or None)
+            # A fetch or parse error of this page is raised here, once every page before it is stored.
+            page, batch = ahead.result()
         except (BadRequest, NotFound) as exc:
             if not (outcome.resumed and outcome.pages == 0 and state.cursor):
                 raise
@@ -105,18 +150,27 @@ def walk_history(
             _start_afresh(state, stop_before, timezone.now())
             outcome.resumed = False
             followed.clear()
+            ahead = None
             continue
+        ahead = None
         dates = [d for d in (as_datetime(r.get("date")) for r in page.records) if d is not None]
         below_stop = state.stop_before is not None and any(d < state.stop_before for d in dates)
+        repeated = page.cursor is not None and page.cursor in followed
+        # The next page is read (fetched and parsed, in the reader thread) while the database stores this one,
+        # when this one cannot end the walk and the budget allows another: parsing is Python work the size of
+        # the write itself, and storing mostly waits for the server with the GIL released. One page ahead at
+        # most, so a walk holds two pages whatever its length; a page read ahead is always stored.
+        if page.cursor is not None and not below_stop and not repeated and may_read(outcome.pages + 1):
+            ahead = read(page.cursor)
         with transaction.atomic():
-            stored = store_records(source, page.records)
+            stored = store_batch(source, batch)
             # A head walk ends where it meets records it already holds, unchanged; a date alone is not
             # enough (one record stamped in the future by a skewed clock would cut every later walk short).
             reached_stop = below_stop and (kind != WalkKind.HEAD or stored.unchanged > 0)
             # An upstream that hands out a cursor already followed would keep this walk going in circles: the
             # page is stored, the walk ends unfinished (nothing is marked synced) and the next run starts
             # afresh.
-            circular = page.cursor is not None and page.cursor in followed and not reached_stop
+            circular = repeated and not reached_stop
             done = page.cursor is None or reached_stop or circular
             stored.rejected.extend(f"not a record: {item!r}"[:200] for item in page.malformed)
             state.cursor = page.cursor or ""

@@ -238,10 +238,14 @@ def test_a_dropped_database_connection_does_not_wedge_the_next_run(
     def fetch_then_restart_postgres(*args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 3:
-            # What a Postgres restart does to the worker: its server process goes away mid-walk.
-            pid = connection.connection.info.backend_pid
+            # What a Postgres restart does to the worker: its server process goes away mid-walk. The fetch runs
+            # in the walk's reader thread, which holds no connection: the walker's is found by its database.
             with psycopg.connect(server_conninfo(), autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [connection.settings_dict["NAME"]],
+                )
         return original(*args, **kwargs)
 
     monkeypatch.setattr(poll_module, "fetch_history_page", fetch_then_restart_postgres)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from django.core.management import call_command
 from dashboard.deliveries import ingest
 from dashboard.deliveries.models import Delivery
 from dashboard.locks import redis_client
+from dashboard.polling import walks
 from dashboard.polling.jobs import source_lock_name
 from dashboard.polling.models import HistoryWalk, WalkKind
 from dashboard.polling.walks import poll, poll_head, revisit_retry_window, walk_history
@@ -445,3 +447,131 @@ def test_a_200_that_is_no_page_does_not_end_the_walk_or_mark_history_synced(sett
         assert poll_head(source).complete
 
     assert Delivery.objects.filter(source=source).count() == 4
+
+
+def _walk_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("walk-")]
+
+
+@pytest.mark.django_db
+def test_the_next_page_is_read_while_this_one_is_stored_one_page_ahead_at_most_and_stored_in_order(
+    sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read_ids: list[list[uuid.UUID]] = []
+    has_next: list[bool] = []
+    stored_ids: list[list[uuid.UUID]] = []
+    # How many pages ahead of the stored ones each read began (the page being stored is one).
+    ahead_at_start: list[int] = []
+    read_started = [threading.Event() for _ in range(100)]
+    read_while_storing: list[bool] = []
+    original_read, original_store = walks._read_page, walks.store_batch
+
+    def read(client: Any, cursor: str) -> Any:
+        ahead_at_start.append(len(read_ids) - len(stored_ids))
+        read_started[len(read_ids)].set()
+        page, batch = original_read(client, cursor)
+        read_ids.append([p.id for p in batch.records])
+        has_next.append(page.cursor is not None)
+        return page, batch
+
+    def store(source: Source, batch: Any) -> Any:
+        number = len(stored_ids)
+        # The next page's read begins while this one is being stored (the last page has no next one).
+        read_while_storing.append(has_next[number] and read_started[number + 1].wait(timeout=10))
+        result = original_store(source, batch)
+        stored_ids.append([p.id for p in batch.records])
+        return result
+
+    monkeypatch.setattr(walks, "_read_page", read)
+    monkeypatch.setattr(walks, "store_batch", store)
+
+    result = poll_head(sim_source)
+
+    pages = len(stored_ids)
+    assert result.complete and pages == result.pages >= 4
+    assert stored_ids == read_ids
+    assert read_while_storing == [True] * (pages - 1) + [False]
+    # Read at most one page ahead: a page's read began only once the page two before it was stored.
+    assert max(ahead_at_start) == 1
+    assert not _walk_threads()
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+
+
+@pytest.mark.django_db
+def test_a_parse_error_on_page_n_stops_the_walk_with_that_error_leaving_the_pages_before_stored(
+    sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cursors: list[str | None] = []
+    original_fetch, original_parse = walks.fetch_history_page, ingest.parse_records
+    error = RuntimeError("the parser broke on page 3")
+
+    def fetch(client: Any, *, limit: int, cursor: str | None) -> Any:
+        cursors.append(cursor)
+        return original_fetch(client, limit=limit, cursor=cursor)
+
+    def parse(records: Any, rejected: list[str]) -> Any:
+        if len(cursors) == 3:
+            raise error
+        return original_parse(records, rejected)
+
+    monkeypatch.setattr(walks, "fetch_history_page", fetch)
+    monkeypatch.setattr(ingest, "parse_records", parse)
+    with pytest.raises(RuntimeError) as raised:
+        poll_head(sim_source)
+
+    # The parser's own error, raised once the two pages before it were stored with their checkpoint.
+    assert raised.value is error
+    assert len(cursors) == 3
+    walk = HistoryWalk.objects.get(source=sim_source, kind="head")
+    assert walk.pages == 2 and walk.cursor == cursors[2] and not walk.finished
+    assert Delivery.objects.count() == 2 * 100
+    sim_source.refresh_from_db()
+    assert sim_source.last_error_kind == "internal" and sim_source.synced_through is None
+    assert not _walk_threads()
+
+    monkeypatch.setattr(ingest, "parse_records", original_parse)
+    cursors.clear()
+    assert poll_head(sim_source).complete
+
+    # The next run resumed at page 3 and read no page twice; then a fresh walk read the newest page only.
+    pages_total = -(-len(truth(sim)) // 100)
+    assert cursors[0] == walk.cursor and cursors[-1] is None and len(cursors) == pages_total - 2 + 1
+    assert_matches_upstream(sim)
+    assert_derived_exact()
+
+
+@pytest.mark.django_db
+def test_a_storing_error_drops_the_page_read_ahead_and_leaves_no_thread(
+    sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = sim.world.requests_served
+    original = walks.store_batch
+
+    def store(source: Source, batch: Any) -> Any:
+        if HistoryWalk.objects.get(source=source).pages == 1:
+            deadline = time.monotonic() + 10
+            while sim.world.requests_served - requests < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            raise RuntimeError("the database went away")
+        return original(source, batch)
+
+    monkeypatch.setattr(walks, "store_batch", store)
+    with pytest.raises(RuntimeError, match="went away"):
+        poll_head(sim_source)
+
+    # Page 3 was read ahead while page 2 failed; the walk waited for it and dropped it.
+    assert sim.world.requests_served - requests == 3
+    assert not _walk_threads()
+    walk = HistoryWalk.objects.get(source=sim_source, kind="head")
+    assert walk.pages == 1 and Delivery.objects.count() == 100
+
+
+@pytest.mark.django_db
+def test_no_page_is_read_past_the_page_budget(sim: Any, sim_source: Source) -> None:
+    requests = sim.world.requests_served
+
+    outcome = walk_history(sim_source, WalkKind.HEAD, client=streams_client(sim_source), stop_before=None, max_pages=2)
+
+    assert outcome.pages == 2 and not outcome.complete
+    assert sim.world.requests_served - requests == 2

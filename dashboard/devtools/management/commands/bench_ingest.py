@@ -8,22 +8,32 @@ import random
 import re
 import statistics
 import time
+import tracemalloc
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+import httpx
+import orjson
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection, transaction
 
 from dashboard.deliveries import partitions
 from dashboard.deliveries.ingest import StoreResult, copy_rows, store_parsed
 from dashboard.deliveries.records import parse_records
+from dashboard.polling.models import WalkKind
+from dashboard.polling.walks import walk_history
+from dashboard.sources.models import Source
+from dashboard.upstream.client import ClientSettings, UpstreamClient
 
 TABLES = (
     "deliveries_delivery", "deliveries_errorgroup", "deliveries_errormessage", "deliveries_hourlyrollup",
     "deliveries_periodrollup", "deliveries_eventrollup", "deliveries_eventperiodrollup",
     "deliveries_streamperiodrollup", "deliveries_stream", "deliveries_deliverychange", "deliveries_rollupchanges",
+    # The walk's source and checkpoint.
+    "deliveries_source", "deliveries_historywalk",
 )
+SCHEMAS = ("bench_copy", "bench_upsert", "bench_walk")
 ERRORS = (
     "connect ECONNREFUSED 203.0.113.{n}:443",
     "timeout of 10000ms exceeded",
@@ -56,10 +66,15 @@ class Command(BaseCommand):
             help="Also run the write path of new rows once more with each SQL statement timed, and print where its "
                  "time goes (the COPY itself and Python are what the statements leave).",
         )
+        parser.add_argument(
+            "--memory", action="store_true",
+            help="Also walk the history once more under tracemalloc and print the peak of what the walk allocated "
+                 "(pages read, parsed and being stored) beside one page's worth.",
+        )
 
     def handle(
         self, *args: Any, rows: int, batch: int, seed: int, rounds: int, profile: int = 0, interval: float = 6.0,
-        statements: bool = False, **options: Any,
+        statements: bool = False, memory: bool = False, **options: Any,
     ) -> None:
         records = _records(rows, random.Random(seed), interval)
         size = sum(len(r["payload_bytes"]) for r in records) / len(records)
@@ -72,13 +87,15 @@ class Command(BaseCommand):
             cursor.execute("SHOW default_toast_compression")
             self.stdout.write(f"server default TOAST compression: {cursor.fetchone()[0]}")
         timings: dict[str, list[float]] = {
-            "copy": [], "new": [], "unchanged": [], "changed": [], "parse": [], "new_cpu": [],
+            "copy": [], "new": [], "unchanged": [], "changed": [], "parse": [], "new_cpu": [], "walk": [],
+            "walk_cpu": [],
         }
+        pages = _pages(records, batch)
         try:
             for _round in range(rounds):
                 # COPY and upsert alternate on fresh tables, so a busy machine slows both alike.
-                _make_schema("bench_copy")
-                _make_schema("bench_upsert")
+                for schema in SCHEMAS:
+                    _make_schema(schema)
                 # Parsing is this process's own work: its CPU time, which other work on the machine barely moves.
                 started = time.process_time()
                 parsed = parse_records(records, [])
@@ -88,6 +105,9 @@ class Command(BaseCommand):
                 timings["new"].append(_timed(_upsert, parsed, batch))
                 timings["new_cpu"].append(time.process_time() - cpu)
                 timings["unchanged"].append(_timed(_upsert, parsed, batch))
+                cpu = time.process_time()
+                timings["walk"].append(_timed(_walk, pages, batch))
+                timings["walk_cpu"].append(time.process_time() - cpu)
                 edited = copy.deepcopy(records)
                 for r in edited[::10]:
                     r["tinyPayload"]["retries"] += 1
@@ -96,12 +116,9 @@ class Command(BaseCommand):
                 changed = parse_records(edited, [])
                 timings["changed"].append(_timed(_upsert, changed, batch))
         finally:
-            with connection.cursor() as cursor:
-                cursor.execute("SET search_path TO DEFAULT")
-                cursor.execute("DROP SCHEMA IF EXISTS bench_copy CASCADE")
-                cursor.execute("DROP SCHEMA IF EXISTS bench_upsert CASCADE")
-        copy_seconds, upsert_seconds, unchanged_seconds, changed_seconds, parse_seconds = (
-            statistics.median(timings[k]) for k in ("copy", "new", "unchanged", "changed", "parse")
+            _drop_schemas()
+        copy_seconds, upsert_seconds, unchanged_seconds, changed_seconds, parse_seconds, walk_seconds = (
+            statistics.median(timings[k]) for k in ("copy", "new", "unchanged", "changed", "parse", "walk")
         )
 
         def line(label: str, seconds: float) -> str:
@@ -112,18 +129,33 @@ class Command(BaseCommand):
         self.stdout.write(line("write path, same rows again (all unchanged, nothing written)", unchanged_seconds))
         self.stdout.write(line("write path, 10 % of rows changed (staged and rewritten)", changed_seconds))
         self.stdout.write(line("parsing in Python (decoding, search keys, digest; CPU time)", parse_seconds))
+        self.stdout.write(line("walk, new rows (pages read and parsed while the last is stored)", walk_seconds))
         self.stdout.write(f"write path / COPY, new rows, write only:      {copy_seconds / upsert_seconds:.2f}")
         self.stdout.write(
             f"write path / COPY, new rows, parsing included: {copy_seconds / (upsert_seconds + parse_seconds):.2f}"
+            " (one after the other)"
         )
+        self.stdout.write(f"walk / COPY, new rows, parsing included:       {copy_seconds / walk_seconds:.2f}")
         # The spread between rounds, and how much of the write path's time is this process's own CPU: what moves
         # between identical rounds is the server's (checkpoints, WAL writes), not the client's work.
         ratios = ", ".join(f"{c / n:.2f}" for c, n in zip(timings["copy"], timings["new"], strict=True))
         self.stdout.write(f"write path / COPY, new rows, each round:      {ratios}")
+        ratios = ", ".join(f"{c / w:.2f}" for c, w in zip(timings["copy"], timings["walk"], strict=True))
+        self.stdout.write(f"walk / COPY, new rows, each round:            {ratios}")
         self.stdout.write(
             f"write path, new rows, this process's CPU time: {statistics.median(timings['new_cpu']):.2f} s "
             f"of {upsert_seconds:.2f} s"
         )
+        self.stdout.write(
+            f"walk, new rows, this process's CPU time:       {statistics.median(timings['walk_cpu']):.2f} s "
+            f"of {walk_seconds:.2f} s"
+        )
+        if memory:
+            try:
+                _make_schema("bench_walk")
+                self._memory(pages, batch)
+            finally:
+                _drop_schemas()
         for wanted, run in ((profile, self._profile), (statements, self._statements)):
             if not wanted:
                 continue
@@ -131,9 +163,27 @@ class Command(BaseCommand):
                 _make_schema("bench_upsert")
                 run(records, batch, profile)
             finally:
-                with connection.cursor() as cursor:
-                    cursor.execute("SET search_path TO DEFAULT")
-                    cursor.execute("DROP SCHEMA IF EXISTS bench_upsert CASCADE")
+                _drop_schemas()
+
+    def _memory(self, pages: list[bytes], batch: int) -> None:
+        """The walk's peak allocation: what it holds at once (pages read ahead, parsed, being stored)."""
+        tracemalloc.start()
+        try:
+            _walk(pages, batch)
+            _current, peak = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            # One page's records parsed: the size a walk holding a page or two stays near.
+            rejected: list[str] = []
+            before = tracemalloc.get_traced_memory()[0]
+            page = parse_records(orjson.loads(pages[0])["result"], rejected)
+            one_page = tracemalloc.get_traced_memory()[0] - before
+            del page
+        finally:
+            tracemalloc.stop()
+        self.stdout.write(
+            f"walk of {len(pages)} pages of {batch}, peak allocated under tracemalloc: {peak / 2**20:.1f} MB "
+            f"(one page, decoded and parsed: {one_page / 2**20:.1f} MB)"
+        )
 
     def _statements(self, records: list[dict[str, Any]], batch: int, _top: int) -> None:
         """The write path of new rows with each statement it sends timed, grouped by the statement's start."""
@@ -223,6 +273,51 @@ def _plain_copy(parsed: list[Any], batch: int) -> None:
             copy_rows(cursor, "bench_copy.deliveries_delivery", 1, parsed[start : start + batch], {}, now)
 
 
+def _drop_schemas() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SET search_path TO DEFAULT")
+        for schema in SCHEMAS:
+            cursor.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _pages(records: list[dict[str, Any]], batch: int) -> list[bytes]:
+    """The records as the upstream's `/history` answers, `batch` records a page (a real upstream gives at most
+    100), encoded before anything is timed."""
+    starts = range(0, len(records), batch)
+    return [
+        orjson.dumps({
+            "result": records[start : start + batch], "total": len(records),
+            "cursor": str(start + batch) if start + batch < len(records) else None,
+        })
+        for start in starts
+    ]
+
+
+def _walk(pages: list[bytes], batch: int) -> None:
+    """A backfill walk as a poll runs it (`walk_history`: each page fetched, its JSON decoded, parsed and
+    stored with its checkpoint, the next read while this one is stored) of an upstream answering in-process."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        cursor = request.url.params.get("cursor")
+        number = int(cursor) // batch if cursor else 0
+        return httpx.Response(200, content=pages[number], headers={"Content-Type": "application/json"})
+
+    client = UpstreamClient("http://upstream.invalid", ClientSettings(api_key="bench"), transport=httpx.MockTransport(answer))
+    with connection.cursor() as cursor:
+        # Unqualified table names (the source, its checkpoint, the write path's) resolve to the scratch schema.
+        cursor.execute("SET search_path TO bench_walk, public")
+        cursor.execute("DROP TABLE IF EXISTS pg_temp.deliveries_delivery_stage")
+    try:
+        source = Source.objects.create(name="bench", api_key="bench")
+        outcome = walk_history(source, WalkKind.BACKFILL, client=client, stop_before=None)
+        if not (outcome.complete and outcome.pages == len(pages)):
+            raise CommandError(f"the walk stopped after {outcome.pages} of {len(pages)} pages")
+    finally:
+        client.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SET search_path TO DEFAULT")
+
+
 def _upsert(parsed: list[Any], batch: int) -> None:
     with connection.cursor() as cursor:
         # Unqualified table names in the write path resolve to the scratch schema first.
@@ -262,8 +357,6 @@ def _padded(address: str) -> str:
 
 def _records(count: int, r: random.Random, interval: float = 6.0) -> list[dict[str, Any]]:
     """Records shaped like the upstream's, with ~5 KB EVM payloads (logs, txs, internal txs, transfers)."""
-    import orjson
-
     start = RECORDS_START
     streams = [str(uuid.UUID(int=r.getrandbits(128))) for _ in range(6)]
     out = []
