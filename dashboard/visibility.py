@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import BooleanField, Q, Value
 
 T = TypeVar("T")
 
@@ -100,8 +100,10 @@ def scoped(queryset: Any, visibility: Visibility | None = None, condition: Calla
     visibility = visibility or current()
     if visibility.everything:
         return queryset
-    if not visibility.stream_ids and condition is None:
-        return queryset.none()
+    if not visibility.stream_ids:
+        # Seeing no stream, nothing of a stream's is seen. A false condition rather than `none()`: code that
+        # compiles the query to SQL itself (rollup sums, counts) gets a query that finds nothing.
+        return queryset.filter(Value(False, output_field=BooleanField()))
     return queryset.filter((condition or stream_condition)(visibility))
 
 

@@ -230,3 +230,23 @@ def test_an_error_group_shared_by_both_teams_counts_the_members_deliveries_only(
     staff_token = create_token(two_teams.staff, "ops", ["read"], timezone.now() + timedelta(days=1))[1]
     answer = Client(HTTP_AUTHORIZATION=f"Bearer {staff_token}").get(f"/api/v1/error-groups/{group_id}").json()
     assert answer["delivery_count"] == 5
+
+
+def test_a_member_of_a_team_owning_nothing_gets_empty_pages_not_errors(two_teams: TwoTeams) -> None:
+    from dashboard.accounts.models import Team
+    from tests.teams.conftest import member
+
+    client = session(member("nobody", Team.objects.create(name="Empty")))
+    secrets = [*two_teams.secrets_of_b(), STREAM_A, TAG_A, URL_A]
+    for path in pages(two_teams):
+        response = client.get(path, follow=True)
+        text = body(response)
+        if path == "/actions/":
+            assert response.status_code == 403
+            continue
+        if f"/{STREAM_A}/" in path or str(two_teams.delivery_a.pk) in path or "/windows/" in path or "/incidents/" in path:
+            assert response.status_code in (400, 404), (path, response.status_code)
+            continue
+        assert response.status_code in (200, 400), (path, response.status_code)
+        leaked = [s for s in secrets if s.lower() in text.lower() and s.lower() not in path.lower()]
+        assert not leaked, (path, leaked)
