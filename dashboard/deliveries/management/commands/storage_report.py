@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from dashboard.deliveries.storage import storage_report
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:,.1f} {unit}" if unit != "B" else f"{n:,.0f} B"
+        n /= 1024
+    return f"{n:,.1f} GB"
+
+
+class Command(BaseCommand):
+    help = ("Where the database's bytes go: each table of the history (partitions summed) as heap, TOAST and each "
+            "index, the deliveries' columns by average stored width, all per stored delivery. From the catalog "
+            "and the statistics (run ANALYZE first for fresh column widths); reads no rows.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        report = storage_report()
+        n = report.deliveries
+        self.stdout.write(f"{n:,} deliveries (the planner's count); {_size(report.total)} in all, "
+                          f"{report.per_delivery(report.total):,.0f} B per delivery")
+        self.stdout.write("")
+        self.stdout.write(f"{'table / part':<52} {'size':>12} {'B/delivery':>11}")
+        for relation in report.relations:
+            self.stdout.write(f"{relation.name:<52} {_size(relation.total):>12} "
+                              f"{report.per_delivery(relation.total):>11,.0f}")
+            parts = [("  heap", relation.heap), ("  TOAST", relation.toast)]
+            parts += [(f"  index {name}", size) for name, size in sorted(relation.indexes.items(), key=lambda i: -i[1])]
+            for label, size in parts:
+                if size:
+                    self.stdout.write(f"{label:<52} {_size(size):>12} {report.per_delivery(size):>11,.0f}")
+        self.stdout.write("")
+        self.stdout.write("deliveries' columns (average stored width x rows, compressed where TOAST compresses):")
+        for name, size in report.columns:
+            self.stdout.write(f"  {name:<50} {_size(size):>12} {report.per_delivery(size):>11,.0f}")
