@@ -5,8 +5,10 @@ Layout under ARCHIVE_URL: `deliveries/day=YYYY-MM-DD/part-00000.parquet` … and
 UTC day. The manifest (table, range, rows, columns, schema version, each file's sha256 and a checksum of the
 rows' content) is written last, so a day whose export stopped half-way has no manifest and counts as not
 archived. A day is **verified** when its files match their sha256, re-read to the manifest's row count and
-content checksum, and the database's rows of that day compute the same count and checksum; retention drops a
-partition only when each of its days holding rows is verified (`ready_to_drop`).
+content checksum, and the database's rows of that day compute the same count and checksum (for a day just
+exported, the manifest's are the database's, computed from the rows read for the files; an older archive is
+compared with the database afresh); retention drops a partition only when each of its days holding rows is
+verified (`ready_to_drop`), and only if it holds as many rows under the write lock as were verified.
 
 The columns are the `Delivery` model's, read from its fields: a column added later is archived without a
 change here (unknown types travel as Postgres's text form and are restored by Postgres's own parsing).
@@ -44,8 +46,10 @@ SCHEMA_VERSION = 1
 TABLE = Delivery._meta.db_table
 FOLDER = "deliveries"
 MANIFEST = "manifest.json"
-# Rows read from the database at a time, and rows per Parquet row group.
-BATCH_ROWS = 20_000
+# Rows read from the database at a time (~4 kB each as Python objects with a payload: few, to keep memory low),
+# and rows per Parquet row group.
+BATCH_ROWS = 2_000
+ROW_GROUP_ROWS = 10_000
 # Rows per file: a day of 1 M deliveries is a handful of files, each small enough to re-read at once.
 FILE_ROWS = 250_000
 # The content checksum hashes the rows in blocks of this many, however they were read.
@@ -239,21 +243,27 @@ def _day_range(day: date) -> tuple[datetime, datetime]:
     return start, start + DAY
 
 
-def database_batches(day: date, columns: list[Column]) -> Iterator[pa.RecordBatch]:
+def database_batches(
+    day: date, columns: list[Column], versions: RowVersions | None = None
+) -> Iterator[pa.RecordBatch]:
     """The day's rows, ordered by date and id, as Arrow batches: one statement (one snapshot) through a
-    server-side cursor."""
+    server-side cursor; their row versions summed into `versions` when given."""
     start, end = _day_range(day)
     schema = arrow_schema(columns)
-    select = ", ".join(c.select for c in columns)
+    select = ", ".join(c.select for c in columns) + (f", {ROW_VERSION}" if versions is not None else "")
     with transaction.atomic():
-        raw = connection.connection.cursor(name=f"archive_{day:%Y%m%d}")  # type: ignore[union-attr]
+        # Binary: timestamps and numbers are read faster (the text-cast columns come as text either way).
+        raw = connection.connection.cursor(name=f"archive_{day:%Y%m%d}", binary=True)  # type: ignore[union-attr]
         try:
             raw.execute(
                 f"SELECT {select} FROM {TABLE} WHERE date >= %s AND date < %s ORDER BY date, id",  # noqa: S608
                 [start, end],
             )
             while rows := raw.fetchmany(BATCH_ROWS):
-                arrays = [pa.array(values, type=c.type) for c, values in zip(columns, zip(*rows, strict=True), strict=True)]
+                values_by_column = list(zip(*rows, strict=True))
+                if versions is not None:
+                    versions.add(list(values_by_column.pop()))
+                arrays = [pa.array(values, type=c.type) for c, values in zip(columns, values_by_column, strict=True)]
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
         finally:
             raw.close()
@@ -333,6 +343,48 @@ def file_batches(store: Store, day: date, manifest: dict[str, Any], columns: lis
 
 # Export and verification
 
+# Each stored row version named by where it lies and the transaction that wrote it: any later write to a day
+# (an insert, an update, a delete, a restore, a table rewrite) changes the sum of these over the day. Read with
+# the exported rows, in their statement, so the sum describes exactly the rows in the files.
+ROW_VERSION = "hashtextextended(ctid::text || ' ' || xmin::text, 0)"
+
+
+class RowVersions:
+    """The sum of ROW_VERSION over rows (exact, as a decimal string)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, values: list[int]) -> None:
+        self.total += sum(values)
+
+    def value(self) -> str:
+        return str(self.total)
+
+
+def _unchanged_since_export(store: Store, day: date, manifest: dict[str, Any]) -> bool:
+    """The cheap check before a drop of a day exported by an earlier run: the day's rows are the very row versions
+    exported (count and ROW_VERSION sum, no payload read), and every file still has its sha256 (their content
+    was re-read and checked against the database's checksum when they were written)."""
+    if manifest.get("row_versions") is None:
+        return False
+    start, end = _day_range(day)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*), COALESCE(sum({ROW_VERSION}::numeric), 0)::text FROM {TABLE}"  # noqa: S608
+            " WHERE date >= %s AND date < %s",
+            [start, end],
+        )
+        rows, versions = cursor.fetchone()
+    if rows != manifest["rows"] or versions != manifest["row_versions"]:
+        return False
+    for entry in manifest["files"]:
+        path = f"{store.day_dir(day)}/{entry['path']}"
+        if not store.exists(path) or _file_sha256(store, path) != entry["sha256"]:
+            return False
+    return True
+
+
 
 @dataclass
 class Verdict:
@@ -398,9 +450,10 @@ def _verify_files(store: Store, day: date, manifest: dict[str, Any]) -> Verdict:
 
 
 def export_day(store: Store, day: date) -> DayExport:
-    """Export one day and verify it. A day already archived and verified is left as it is (so a re-run resumes
-    where the last stopped); one whose archive no longer matches is exported again, unless the archive holds
-    deliveries the database does not (a day deleted since, or partly): that is refused, never overwritten."""
+    """Export one day and verify it. A day already archived is left as it is when its files are intact and the
+    database's rows of the day are the row versions exported (else fully verified), so a re-run
+    resumes where the last stopped; one whose archive no longer matches is exported again, unless the archive
+    holds deliveries the database does not (a day deleted since, or partly): that is refused, never overwritten."""
     started = time.monotonic()
     try:
         manifest = read_manifest(store, day)
@@ -408,6 +461,8 @@ def export_day(store: Store, day: date) -> DayExport:
         manifest = None
     rows = database_rows(day)
     if manifest is not None:
+        if _unchanged_since_export(store, day, manifest):
+            return DayExport(day, "already archived", int(manifest["rows"]), seconds=time.monotonic() - started)
         verdict = verify_day(store, day, manifest)
         if verdict.ok:
             return DayExport(day, "already archived", verdict.rows, seconds=time.monotonic() - started)
@@ -415,7 +470,9 @@ def export_day(store: Store, day: date) -> DayExport:
     elif rows == 0:
         return DayExport(day, "empty", seconds=time.monotonic() - started)
     written = _write_day(store, day, manifest)
-    verdict = verify_day(store, day, written)
+    # The manifest's count and checksum are the database's, computed from the rows as they were read for the
+    # files (one snapshot): re-reading the files against it compares them with the database.
+    verdict = _verify_files(store, day, written)
     if not verdict.ok:
         raise ArchiveError(f"The export of {day} did not verify: {verdict.problem}")
     size = sum(int(f["bytes"]) for f in written["files"])
@@ -459,6 +516,7 @@ def _write_day(store: Store, day: date, previous: dict[str, Any] | None) -> dict
     columns = delivery_columns()
     schema = arrow_schema(columns)
     checksum = ContentChecksum()
+    versions = RowVersions()
     files: list[dict[str, Any]] = []
     writer: pq.ParquetWriter | None = None
     sink: _HashingFile | None = None
@@ -472,7 +530,12 @@ def _write_day(store: Store, day: date, previous: dict[str, Any] | None) -> dict
             files[-1].update(bytes=sink.size, sha256=sink.sha.hexdigest())
         writer = sink = out = None
 
-    for batch in database_batches(day, columns):
+    group: list[pa.RecordBatch] = []
+
+    def write_group() -> None:
+        nonlocal writer, sink, out
+        if not group:
+            return
         if writer is None or files[-1]["rows"] >= FILE_ROWS:
             close()
             name = f"part-{len(files):05d}.parquet"
@@ -480,9 +543,17 @@ def _write_day(store: Store, day: date, previous: dict[str, Any] | None) -> dict
             sink = _HashingFile(out)
             writer = pq.ParquetWriter(sink, schema, compression="zstd")
             files.append({"path": name, "rows": 0})
-        writer.write_batch(batch, row_group_size=BATCH_ROWS)
-        files[-1]["rows"] += batch.num_rows
+        rows = pa.Table.from_batches(group, schema=schema)
+        writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
+        files[-1]["rows"] += rows.num_rows
+        group.clear()
+
+    for batch in database_batches(day, columns, versions):
         checksum.add(batch)
+        group.append(batch)
+        if sum(b.num_rows for b in group) >= ROW_GROUP_ROWS:
+            write_group()
+    write_group()
     close()
     start, end = _day_range(day)
     manifest = {
@@ -495,6 +566,8 @@ def _write_day(store: Store, day: date, previous: dict[str, Any] | None) -> dict
         "files": files,
         "content_sha256": checksum.hexdigest(),
         "exported_at": timezone.now().isoformat(),
+        # The exported row versions: with the count, what tells a later run that the day is unchanged.
+        "row_versions": versions.value(),
     }
     store.write_bytes(manifest_path, json.dumps(manifest, indent=2).encode())
     listed = {f["path"] for f in files} | {MANIFEST, HOLD}
@@ -615,15 +688,16 @@ def search(store: Store, keys: tuple[str, ...], first: date | None = None, last:
         for entry in manifest["files"]:
             with store.fs.open_input_file(f"{store.day_dir(day)}/{entry['path']}") as handle:
                 parquet = pq.ParquetFile(handle)
-                keys_column = parquet.read(columns=["search_keys"]).column(0).combine_chunks()
-                rows += len(keys_column)
-                hit = pc.is_in(pc.list_flatten(keys_column), value_set=wanted)
-                parents = pc.filter(pc.list_parent_indices(keys_column), hit)
-                if len(parents) == 0:
-                    continue
                 shown = [c for c in SHOWN if c in parquet.schema_arrow.names]
-                found = parquet.read(columns=shown).take(pc.unique(parents))
-                matches.extend(found.to_pylist())
+                # Row group by row group: the shown columns are read only of a group holding a match.
+                for group in range(parquet.num_row_groups):
+                    keys_column = parquet.read_row_group(group, columns=["search_keys"]).column(0).combine_chunks()
+                    rows += len(keys_column)
+                    hit = pc.is_in(pc.list_flatten(keys_column), value_set=wanted)
+                    parents = pc.filter(pc.list_parent_indices(keys_column), hit)
+                    if len(parents):
+                        found = parquet.read_row_group(group, columns=shown).take(pc.unique(parents))
+                        matches.extend(found.to_pylist())
         if len(matches) >= limit:
             break
     return SearchResult(matches[:limit], days, rows, time.monotonic() - started)

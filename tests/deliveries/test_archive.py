@@ -384,3 +384,22 @@ def test_exports_stop_starting_days_when_the_runs_time_is_spent(local_archive: a
     assert not WEEKS & set(result.partitions_dropped) and result.days_archived == 0
     assert all("time for the archive is spent" in why for why in result.partitions_unarchived.values())
     assert Delivery.objects.count() == 30
+
+
+def test_a_day_written_to_since_its_export_is_exported_again_before_its_partition_goes(
+    local_archive: archive.Store,
+) -> None:
+    stored_history()
+    run("export", str(DAYS[0]), str(DAYS[-1]))
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE deliveries_delivery SET retries = 7, updated_at = now() WHERE block_number = 1017")
+    assert not archive.verify_day(local_archive, DAYS[1]).ok
+    before = every_column()
+
+    result = enforce_retention(now=NOW)
+
+    assert result.days_archived == 1 and WEEKS <= set(result.partitions_dropped)
+    for day in DAYS:
+        archive.restore_day(local_archive, day)
+    assert every_column() == before
+    assert Delivery.objects.get(block_number=1017).retries == 7

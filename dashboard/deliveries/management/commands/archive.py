@@ -85,6 +85,7 @@ class Command(BaseCommand):
 
     def _verify(self, store: archive.Store, *, first: str, last: str | None, **_: Any) -> None:
         failed = []
+        started = time.monotonic()
         for day in _days(first, last):
             verdict = archive.verify_day(store, day)
             if verdict.ok:
@@ -94,6 +95,7 @@ class Command(BaseCommand):
                 failed.append(day)
         if failed:
             raise CommandError(f"{len(failed)} day(s) not verified: {', '.join(map(str, failed))}.")
+        self.stdout.write(f"Verified in {time.monotonic() - started:.1f} s.")
 
     def _list(self, store: archive.Store, **_: Any) -> None:
         days = archive.archived_days(store)
