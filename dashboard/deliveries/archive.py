@@ -385,7 +385,6 @@ def _unchanged_since_export(store: Store, day: date, manifest: dict[str, Any]) -
     return True
 
 
-
 @dataclass
 class Verdict:
     day: date

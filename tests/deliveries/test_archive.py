@@ -391,8 +391,12 @@ def test_a_day_written_to_since_its_export_is_exported_again_before_its_partitio
 ) -> None:
     stored_history()
     run("export", str(DAYS[0]), str(DAYS[-1]))
+    manifest = archive.read_manifest(local_archive, DAYS[1])
+    assert manifest is not None and archive._unchanged_since_export(local_archive, DAYS[1], manifest)
     with connection.cursor() as cursor:
+        # In the test's own transaction: the row's xmin and updated_at may stay as they were, its place does not.
         cursor.execute("UPDATE deliveries_delivery SET retries = 7, updated_at = now() WHERE block_number = 1017")
+    assert not archive._unchanged_since_export(local_archive, DAYS[1], manifest)
     assert not archive.verify_day(local_archive, DAYS[1]).ok
     before = every_column()
 
