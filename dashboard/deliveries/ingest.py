@@ -369,7 +369,9 @@ def copy_rows(
     in that time is free."""
     raw = cursor.cursor  # the psycopg cursor under Django's wrapper, inside the same transaction
     columns = ", ".join(COLUMN_NAMES)
-    with raw.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+    # The raw cursor's errors are raised as Django's, like every other statement's: a server gone mid-COPY is
+    # the DatabaseError the poll's handlers expect, and the connection is known broken.
+    with cursor.db.wrap_database_errors, raw.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(COPY_TYPES)
         for p in parsed:
             copy.write_row(

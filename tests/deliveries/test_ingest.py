@@ -193,6 +193,30 @@ def test_copy_rows_returns_what_it_computed_while_the_server_stored_the_rows() -
     assert Delivery.objects.count() == 3
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_server_gone_before_the_copy_is_djangos_database_error() -> None:
+    """The COPY goes through the raw psycopg cursor; its errors reach the callers as Django's, like every other
+    statement's (a poll's handlers catch `DatabaseError`)."""
+    import psycopg
+    from django.db import DatabaseError, connection
+    from django.utils import timezone
+
+    from dashboard.deliveries.ingest import copy_rows
+    from dashboard.deliveries.records import parse_records
+    from tests.checks import server_conninfo
+
+    parsed = parse_records([record(1)], [])
+    try:
+        with connection.cursor() as cursor:
+            with psycopg.connect(server_conninfo(), autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", [connection.connection.info.backend_pid])
+            with pytest.raises(DatabaseError):
+                copy_rows(cursor, "deliveries_delivery", 1, parsed, {}, timezone.now())
+        assert connection.errors_occurred
+    finally:
+        connection.close()
+
+
 def test_two_sources_keep_their_own_rollups() -> None:
     a, b = make_source_row("a"), make_source_row("b")
     store_records(a, [record(1), record(2, error="socket hang up")])
