@@ -126,7 +126,8 @@ def _walk(
 
     def read(cursor: str) -> Future[tuple[HistoryPage, ParsedBatch]]:
         followed.add(cursor)
-        # The reader thread logs the upstream client's retries under this walk's request id, too.
+        # The reader thread's log lines (the upstream client's retries) carry this walk's context variables (the
+        # request id); Celery's task id is kept per thread by Celery and is missing from them.
         return reader.submit(contextvars.copy_context().run, _read_page, client, cursor)
 
     ahead: Future[tuple[HistoryPage, ParsedBatch]] | None = None
