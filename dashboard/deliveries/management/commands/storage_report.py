@@ -39,3 +39,5 @@ class Command(BaseCommand):
         self.stdout.write("deliveries' columns (average stored width x rows, compressed where TOAST compresses):")
         for name, size in report.columns:
             self.stdout.write(f"  {name:<50} {_size(size):>12} {report.per_delivery(size):>11,.0f}")
+        self.stdout.write("A value stored out of line (TOAST: most payloads) counts here as its 18-byte pointer; its "
+                          "bytes are the table's TOAST line.")
