@@ -103,10 +103,6 @@ def teams_of_stream(stream_id: str) -> list[Team]:
     return [team for team in teams if any(s.stream_id == stream_id for s in owned[team.pk])]
 
 
-def team_names_of(user: Any) -> list[str]:
-    return list(Team.objects.filter(memberships__user=user).values_list("name", flat=True))
-
-
 class VisibilityMiddleware:
     """Puts the signed-in user's `Visibility` in place for the request (after AuthenticationMiddleware). The
     API's token check narrows it again to the token's user."""
