@@ -24,7 +24,7 @@ from django.contrib.auth.models import User
 from dashboard.accounts.roles import STAFF, assign_role, sync_roles
 from dashboard.celery import app as celery_app
 from dashboard.deliveries.models import OutageWindow
-from dashboard.simulator import truth
+from dashboard.simulator import catalog, truth
 from tests.actions.completeness_world import World, counting_previews
 from tests.browser.fixtures import context_for, screenshot
 from tests.conftest import SIMULATOR_KEY, make_user
@@ -103,14 +103,8 @@ def test_an_outage_found_resent_and_verified_from_the_pages(
     # The world goes on to the dashboard's now: the window's last blocks are final and their deliveries polled.
     world.catch_up()
     world.poll()
-    # The simulator's truth: the blocks of the stream mined while it was paused whose every delivery was not made.
-    matched = truth.matching_blocks(world.sim.world, paused_at, resumed_at, stream=sim_swaps)
-    dropped = {b.number for b in matched if b.missed}
-    assert len(dropped) >= 3
-    assert all(d.fate == truth.NOT_ACTIVE for b in matched if b.missed for d in b.deliveries)
     window = OutageWindow.objects.get(stream=swaps)
     assert window.end is not None
-
     # The stream page lists the window; it opens on a click.
     page.goto(f"/streams/{swaps.stream_id}/")
     listed = page.locator("#completeness a.js-window")
@@ -132,13 +126,22 @@ def test_an_outage_found_resent_and_verified_from_the_pages(
         page.locator("button.js-confirm-scan").click()
         page.locator("#scan .js-scan-state", has_text="Done").wait_for()
     assert previews.seen == {("0x1", n): 1 for n in range(first, last + 1)}, "each block previewed once"
+    # The simulator's truth: the blocks of the scanned range the stream matched whose every delivery was lost to the
+    # pause. They were mined while it was paused, or in the seconds before it when their first attempt fell due once
+    # paused (first attempts come 1-5 s after the block).
+    matched = truth.matching_blocks(world.sim.world, catalog.block_time(catalog.CHAINS_BY_HEX["0x1"], first),
+                                    catalog.block_time(catalog.CHAINS_BY_HEX["0x1"], last), stream=sim_swaps)
+    lost = [b for b in matched if b.missed]
+    dropped = {b.number for b in lost}
+    assert len(dropped) >= 3
+    assert all(d.fate == truth.NOT_ACTIVE for b in lost for d in b.deliveries)
+    assert all(paused_at - 5 <= b.mined_at <= resumed_at for b in lost)
 
     # The missing blocks listed are exactly those the simulator dropped while the stream was paused.
     assert page.locator("#scan .js-missing-count").inner_text().startswith(f"{len(dropped)} missing blocks")
     listed_blocks = [int(n) for n in page.locator("table.js-missing tbody tr td.mono").all_inner_texts()]
     assert sorted(listed_blocks) == listed_blocks and set(listed_blocks) == dropped
     assert len(listed_blocks) == len(dropped)
-    assert dropped == world.missed(sim_swaps, "0x1", first, last)
     screenshot(page, "missing-blocks-2-found")
     # A viewer sees the same list, without the right to spend the provider's budget or re-send.
     viewer_page.goto(f"/windows/{window.pk}/")
