@@ -296,9 +296,10 @@ ARCHIVE_S3_REGION = env_str("ARCHIVE_S3_REGION", "us-east-1")
 # How long the deliveries list and the admin may spend counting a filter's matches before they show the
 # planner's estimate instead (a rare value spread over the whole table).
 COUNT_BUDGET_MS = env_int("COUNT_BUDGET_MS", 50, minimum=1, maximum=10_000)
-# The provider retries a failed delivery for up to ~25 h (1 min … 24 h): that window is re-read in full
-# every REVISIT_INTERVAL_SECONDS so that records changed in place are updated.
-RETRY_WINDOW_HOURS = env_int("RETRY_WINDOW_HOURS", 26, minimum=1, maximum=24 * 7)
+# The provider's last attempt at a failed delivery comes 45 h 11 min after its first (1 min, 10 min, 1 h, 2 h,
+# 6 h, 12 h and 24 h apart; deliveries/schedule.py): that window, with room for a late revisit, is re-read in full
+# every REVISIT_INTERVAL_SECONDS so that records changed in place are updated up to their final state.
+RETRY_WINDOW_HOURS = env_int("RETRY_WINDOW_HOURS", 46, minimum=1, maximum=24 * 7)
 REVISIT_INTERVAL_SECONDS = env_int("REVISIT_INTERVAL_SECONDS", 300, minimum=10, maximum=86400)
 # A poll spends at most this long on the revisit; an unfinished revisit continues at the next poll, after its
 # head walk, so new records wait at most about a poll interval plus this while a long window is re-read.

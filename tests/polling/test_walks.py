@@ -575,3 +575,31 @@ def test_no_page_is_read_past_the_page_budget(sim: Any, sim_source: Source) -> N
 
     assert outcome.pages == 2 and not outcome.complete
     assert sim.world.requests_served - requests == 2
+
+
+@pytest.mark.django_db
+def test_the_last_retry_of_the_published_schedule_is_read_back(make_simulator: Any) -> None:
+    """A failing delivery's last attempt comes 45 h 11 min after its first (1 min, 10 min, 1 h, 2 h, 6 h, 12 h,
+    24 h): with the default retry window and a revisit every 45 minutes, the revisit reads it back, so the stored
+    row ends with the provider's final retry count and status rather than an earlier retry's."""
+    from dashboard.deliveries.schedule import ATTEMPT_OFFSETS, MAX_RETRIES
+
+    # The scenario's per-delivery 413s on the NFT sales URL run from S - 5 d to S - 2.5 d: poll in them.
+    sim = make_simulator(history_window_days=7)
+    began = START - timedelta(days=4, hours=12)
+    sim.world.clock.set(began)
+    source = source_for(sim)
+    poll(source)
+    last_attempt = timedelta(seconds=ATTEMPT_OFFSETS[-1])
+    pending = set(Delivery.objects.filter(date__gt=began - last_attempt, retries__lt=MAX_RETRIES)
+                  .exclude(error_message="").values_list("id", flat=True))
+    step = timedelta(minutes=45)
+    while sim.world.clock.now() < began + last_attempt + step:
+        sim.world.clock.advance(step.total_seconds())
+        Source.objects.filter(pk=source.pk).update(last_revisit_at=None)
+        source.refresh_from_db()
+        assert poll(source).revisited
+
+    # Deliveries still retrying at the first poll and retried to the schedule's end are stored as they ended.
+    assert Delivery.objects.filter(id__in=pending, retries=MAX_RETRIES).exists()
+    assert_matches_upstream(sim)
