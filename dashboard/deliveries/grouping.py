@@ -4,15 +4,23 @@ failures group together, and the per-group counts kept exact by every writer of 
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
-from collections.abc import Iterable
-from datetime import datetime
-from functools import lru_cache
-from typing import Any
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from functools import lru_cache, reduce
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
+from django.db.models import Max, Min, Q, Sum
 
+from dashboard import visibility
 from dashboard.deliveries.write_lock import take_write_lock
+
+if TYPE_CHECKING:
+    from dashboard.deliveries.models import ErrorGroup
+
+HOUR = timedelta(hours=1)
 
 # Order matters: URLs before hosts, ids and addresses before bare hex, IPs and hosts before bare numbers.
 _MASKS: list[tuple[re.Pattern[str], str]] = [
@@ -179,3 +187,42 @@ def recount_error_groups(group_ids: list[int] | None = None) -> None:
             """,  # noqa: S608 - fixed SQL; values are parameters
             {"ids": group_ids} if group_ids is not None else None,
         )
+
+
+def as_the_viewer_sees(groups: Sequence[ErrorGroup]) -> None:
+    """Narrow each group's first and last seen and its delivery count to the streams the current viewer sees, in
+    memory (the instances are for display and never saved): unchanged for who sees every stream. For a team member,
+    their streams' stored deliveries in the group: counted from the hourly rollup from the hour of the oldest stored
+    delivery on (an hour cut by retention may count a few deliveries already deleted), and the first and last
+    moments read from the deliveries of the group's first and last such hours (the hour itself where none is left).
+    Three queries for any number of groups."""
+    from dashboard.deliveries.models import Delivery, HourlyRollup
+
+    if visibility.current().everything or not groups:
+        return
+    oldest = Delivery.objects.order_by("date").values_list("date", flat=True).first()
+    spans: dict[int, dict[str, Any]] = {}
+    if oldest is not None:
+        spans = {
+            row["error_group_id"]: dict(row)
+            for row in HourlyRollup.objects.filter(
+                error_group_id__in=[g.pk for g in groups], hour__gte=oldest.replace(minute=0, second=0, microsecond=0)
+            ).values("error_group_id").annotate(first=Min("hour"), last=Max("hour"), n=Sum("deliveries")).order_by()
+        }
+
+    def moments(edge: str, pick: type[Min] | type[Max]) -> dict[int, datetime]:
+        hours = [Q(error_group_id=pk, date__gte=row[edge], date__lt=row[edge] + HOUR) for pk, row in spans.items()]
+        if not hours:
+            return {}
+        rows = Delivery.objects.filter(reduce(operator.or_, hours)).values("error_group_id").annotate(at=pick("date"))
+        return {row["error_group_id"]: row["at"] for row in rows.order_by()}
+
+    firsts, lasts = moments("first", Min), moments("last", Max)
+    for group in groups:
+        row = spans.get(group.pk)
+        if row is None:
+            group.delivery_count = 0
+            continue
+        group.delivery_count = int(row["n"])
+        group.first_seen = firsts.get(group.pk, row["first"])
+        group.last_seen = lasts.get(group.pk, row["last"])

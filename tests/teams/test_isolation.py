@@ -5,7 +5,7 @@ includes it. Team B's objects asked for by id are not found."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -215,21 +215,42 @@ def test_metrics_are_for_scrapers_and_staff_never_for_a_member(two_teams: TwoTea
     assert f'stream="{STREAM_A}"' in scraped and f'stream="{STREAM_B}"' in scraped
 
 
-def test_an_error_group_shared_by_both_teams_counts_the_members_deliveries_only(two_teams: TwoTeams) -> None:
+def test_an_error_group_shared_by_both_teams_counts_and_dates_the_members_deliveries_only(
+    two_teams: TwoTeams,
+) -> None:
     from tests.factories import history_record, store
 
     source = two_teams.delivery_a.source
-    now = timezone.now()
+    now = timezone.now().replace(microsecond=0)
     shared = "connect ECONNREFUSED 10.0.0.1:443"
-    store(source, *[history_record(date=now - timedelta(minutes=40 + i), stream_id=STREAM_B, tag=TAG_B,
-                                   webhook_url=URL_B, error=shared, retries=1, block=19_200_000 + i) for i in range(4)])
+    # Team B fails with the same error two days before team A's failure, and one minute ago.
+    dates_b = [now - timedelta(days=2, minutes=i) for i in range(3)] + [now - timedelta(minutes=1)]
+    store(source, *[history_record(date=date, stream_id=STREAM_B, tag=TAG_B, webhook_url=URL_B, error=shared,
+                                   retries=1, block=19_200_000 + i) for i, date in enumerate(dates_b)])
     group_id = two_teams.delivery_a.error_group_id
+    own = two_teams.delivery_a.date
     token = create_token(two_teams.member_a, "crawler", ["read"], timezone.now() + timedelta(days=1))[1]
-    answer = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get(f"/api/v1/error-groups/{group_id}").json()
+    member = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = member.get(f"/api/v1/error-groups/{group_id}").json()
     assert answer["delivery_count"] == 1
+    # (the API gives milliseconds)
+    assert at(answer["first_seen"]) == at(answer["last_seen"]) == own.replace(microsecond=own.microsecond // 1000 * 1000)
+    [listed] = [g for g in member.get("/api/v1/error-groups?range=7d").json()["items"] if g["id"] == group_id]
+    assert (listed["delivery_count"], listed["first_seen"], listed["last_seen"]) == (
+        1, answer["first_seen"], answer["last_seen"])
+    # The Error groups page dates the group by the member's failure, not by team B's.
+    page = session(two_teams.member_a).get("/errors/?range=7d").content.decode()
+    assert f'title="{own:%Y-%m-%d %H:%M:%S} UTC"' in page
+    assert f"{min(dates_b):%Y-%m-%d %H:%M:%S}" not in page and f"{max(dates_b):%Y-%m-%d %H:%M:%S}" not in page
+
     staff_token = create_token(two_teams.staff, "ops", ["read"], timezone.now() + timedelta(days=1))[1]
     answer = Client(HTTP_AUTHORIZATION=f"Bearer {staff_token}").get(f"/api/v1/error-groups/{group_id}").json()
     assert answer["delivery_count"] == 5
+    assert (at(answer["first_seen"]), at(answer["last_seen"])) == (min(dates_b), max(dates_b))
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def test_a_member_of_a_team_owning_nothing_gets_empty_pages_not_errors(two_teams: TwoTeams) -> None:

@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.accounts.access import viewer_required
+from dashboard.deliveries.grouping import as_the_viewer_sees
 from dashboard.deliveries.models import ErrorGroup, EventRollup
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.replica import reads_replica
@@ -79,6 +80,7 @@ def error_group_entries(data: dict[str, Any]) -> tuple[list[ErrorGroupEntry], ti
         series[row["error_group_id"]][row["bucket"]] = row["n"]
 
     groups = ErrorGroup.objects.in_bulk(list(spreads))
+    as_the_viewer_sees(list(groups.values()))
     entries: list[ErrorGroupEntry] = []
     for key, spread in spreads.items():
         group = groups.get(key)
