@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from dashboard.deliveries.storage import storage_report
+from dashboard.deliveries.storage import measure_levers, storage_report
 
 
 def _size(n: float) -> str:
@@ -19,6 +19,11 @@ class Command(BaseCommand):
     help = ("Where the database's bytes go: each table of the history (partitions summed) as heap, TOAST and each "
             "index, the deliveries' columns by average stored width, all per stored delivery. From the catalog "
             "and the statistics (run ANALYZE first for fresh column widths); reads no rows.")
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--levers", type=int, default=0, metavar="N",
+                            help="Also measure, on a sample of about N deliveries copied into temporary tables, what "
+                                 "each way of storing them in fewer bytes would save per delivery (0: skip).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         report = storage_report()
@@ -41,3 +46,14 @@ class Command(BaseCommand):
             self.stdout.write(f"  {name:<50} {_size(size):>12} {report.per_delivery(size):>11,.0f}")
         self.stdout.write("A value stored out of line (TOAST: most payloads) counts here as its 18-byte pointer; its "
                           "bytes are the table's TOAST line.")
+        if options["levers"] > 0:
+            self.levers(options["levers"])
+
+    def levers(self, sample: int) -> None:
+        n, levers = measure_levers(sample)
+        self.stdout.write("")
+        self.stdout.write(f"levers, measured on a sample of {n:,} deliveries (bytes per delivery):")
+        self.stdout.write(f"  {'lever':<82} {'now':>7} {'with it':>8} {'saved':>7}")
+        for lever in levers:
+            self.stdout.write(f"  {lever.name:<82} {lever.now:>7,.0f} {lever.then:>8,.0f} {lever.saved:>7,.0f}")
+            self.stdout.write(f"    {lever.how}")
