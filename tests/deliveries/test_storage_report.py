@@ -60,8 +60,10 @@ def test_the_levers_are_measured_on_a_sample_and_leave_nothing_behind() -> None:
     assert sampled == 120
     by_name = {lever.name.split(":")[0].split(" (")[0]: lever for lever in levers}
     payload = [lever for lever in levers if lever.name.startswith("payload")]
-    assert len(payload) == 3
+    assert len(payload) == 5
     assert all(0 < lever.now < raw / 2 and 0 < lever.then < raw / 2 for lever in payload)
+    alone, together = (lever.then for lever in payload if "zstd" in lever.name)
+    assert together < alone
     hashes = by_name["search keys as 64-bit hashes"]
     assert 0 < hashes.then < hashes.now
     ids = next(lever for lever in levers if lever.name.startswith("tag, URL"))
