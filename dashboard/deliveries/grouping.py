@@ -195,7 +195,7 @@ def as_the_viewer_sees(groups: Sequence[ErrorGroup]) -> None:
     their streams' stored deliveries in the group: counted from the hourly rollup from the hour of the oldest stored
     delivery on (an hour cut by retention may count a few deliveries already deleted), and the first and last
     moments read from the deliveries of the group's first and last such hours (the hour itself where none is left).
-    Three queries for any number of groups."""
+    Four queries for any number of groups."""
     from dashboard.deliveries.models import Delivery, HourlyRollup
 
     if visibility.current().everything or not groups:
