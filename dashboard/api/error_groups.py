@@ -3,17 +3,19 @@
 
 from typing import Any
 
+from django.db.models import Sum
 from django.http import Http404, HttpRequest, QueryDict
 from ninja import Field, Query, Router, Schema
 from pydantic import create_model
 
+from dashboard import visibility
 from dashboard.api.pages import DEFAULT_LIMIT, MAX_LIMIT, int_cursor, next_url, on_replica, read_int_cursor
 from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
 from dashboard.api.schemas import ErrorGroupOut, ErrorGroupPage
 from dashboard.api.security import allow
 from dashboard.api.tokens import VIEW
 from dashboard.deliveries.grouping import as_the_viewer_sees
-from dashboard.deliveries.models import ErrorGroup
+from dashboard.deliveries.models import Delivery, ErrorGroup, PeriodRollup
 from dashboard.web.forms import ErrorGroupsForm
 from dashboard.web.views.errors import error_group_entries
 
@@ -58,9 +60,10 @@ def error_group_list(
         start = ids.index(position[1]) + 1
     shown = entries[start : start + limit]
     more = start + limit < len(entries)
+    counts = _delivery_counts([entry["group"] for entry in shown])
     items = [
         {
-            **_group(entry["group"]),
+            **_group(entry["group"], counts),
             "failures": entry["stats"].total,
             "streams": sorted(entry["stats"].streams),
             "tags": sorted(entry["stats"].tags),
@@ -73,12 +76,28 @@ def error_group_list(
     return {"items": items, "next_cursor": next_cursor, "next": next_url(request, next_cursor)}
 
 
-def _group(group: ErrorGroup) -> dict[str, Any]:
+def _group(group: ErrorGroup, counts: dict[int, int]) -> dict[str, Any]:
     """The group as the viewer sees it (`as_the_viewer_sees` ran on it)."""
     return {
         "id": group.pk, "template": group.template, "first_seen": group.first_seen, "last_seen": group.last_seen,
-        "delivery_count": group.delivery_count,
+        "delivery_count": counts.get(group.pk, 0),
     }
+
+
+def _delivery_counts(groups: list[ErrorGroup]) -> dict[int, int]:
+    """Each group's stored deliveries: the group's own count for who sees every stream; for a team member their
+    streams' deliveries in it, summed from the six-hour rollups (one query for the page) from the period of the
+    oldest stored delivery on (so a period cut by retention may count a few deliveries already deleted)."""
+    if visibility.current().everything:
+        return {group.pk: group.delivery_count for group in groups}
+    oldest = Delivery.objects.order_by("date").values_list("date", flat=True).first()
+    if oldest is None or not groups:
+        return {}
+    rows = (
+        PeriodRollup.objects.filter(error_group_id__in=[g.pk for g in groups], hour__gte=PeriodRollup.period_of(oldest))
+        .values("error_group_id").annotate(n=Sum("deliveries")).order_by()
+    )
+    return {row["error_group_id"]: int(row["n"]) for row in rows}
 
 
 @router.get("/error-groups/{int:group_id}", response=ErrorGroupOut, summary="One error group")
@@ -90,4 +109,4 @@ def error_group_detail(request: HttpRequest, group_id: int) -> dict[str, Any]:
     if group is None:
         raise Http404("No error group with this id.")
     as_the_viewer_sees([group])
-    return _group(group)
+    return _group(group, _delivery_counts([group]))

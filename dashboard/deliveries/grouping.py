@@ -7,20 +7,18 @@ import hashlib
 import operator
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import lru_cache, reduce
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
-from django.db.models import Max, Min, Q, Sum
+from django.db.models import Max, Min, OuterRef, Q, Subquery
 
 from dashboard import visibility
 from dashboard.deliveries.write_lock import take_write_lock
 
 if TYPE_CHECKING:
     from dashboard.deliveries.models import ErrorGroup
-
-HOUR = timedelta(hours=1)
 
 # Order matters: URLs before hosts, ids and addresses before bare hex, IPs and hosts before bare numbers.
 _MASKS: list[tuple[re.Pattern[str], str]] = [
@@ -190,39 +188,41 @@ def recount_error_groups(group_ids: list[int] | None = None) -> None:
 
 
 def as_the_viewer_sees(groups: Sequence[ErrorGroup]) -> None:
-    """Narrow each group's first and last seen and its delivery count to the streams the current viewer sees, in
-    memory (the instances are for display and never saved): unchanged for who sees every stream. For a team member,
-    their streams' stored deliveries in the group: counted from the hourly rollup from the hour of the oldest stored
-    delivery on (an hour cut by retention may count a few deliveries already deleted), and the first and last
-    moments read from the deliveries of the group's first and last such hours (the hour itself where none is left).
-    Four queries for any number of groups."""
-    from dashboard.deliveries.models import Delivery, HourlyRollup
+    """Narrow each group's first and last seen to the streams the current viewer sees, in memory (the instances are
+    for display and never saved): unchanged for who sees every stream. For a team member, their streams' first and
+    last stored delivery in the group: the first and last six-hour periods holding one (the period rollup's group
+    index walked from each end, from the period of the oldest stored delivery on), then the moments read from the
+    deliveries of those periods (the period's start where none is left). Their counts are the API's
+    (`api.error_groups`). Four queries for any number of groups."""
+    from dashboard.deliveries.models import ROLLUP_PERIOD, Delivery, ErrorGroup, PeriodRollup
 
     if visibility.current().everything or not groups:
         return
     oldest = Delivery.objects.order_by("date").values_list("date", flat=True).first()
     spans: dict[int, dict[str, Any]] = {}
     if oldest is not None:
+        # Scoped to the viewer's streams inside each subquery; the groups themselves are already theirs.
+        periods = PeriodRollup.objects.filter(error_group_id=OuterRef("pk"), hour__gte=PeriodRollup.period_of(oldest))
         spans = {
-            row["error_group_id"]: dict(row)
-            for row in HourlyRollup.objects.filter(
-                error_group_id__in=[g.pk for g in groups], hour__gte=oldest.replace(minute=0, second=0, microsecond=0)
-            ).values("error_group_id").annotate(first=Min("hour"), last=Max("hour"), n=Sum("deliveries")).order_by()
+            row["pk"]: dict(row)
+            for row in ErrorGroup._base_manager.filter(pk__in=[g.pk for g in groups]).values("pk").annotate(
+                first=Subquery(periods.order_by("hour").values("hour")[:1]),
+                last=Subquery(periods.order_by("-hour").values("hour")[:1]),
+            )
+            if row["first"] is not None
         }
 
     def moments(edge: str, pick: type[Min] | type[Max]) -> dict[int, datetime]:
-        hours = [Q(error_group_id=pk, date__gte=row[edge], date__lt=row[edge] + HOUR) for pk, row in spans.items()]
-        if not hours:
+        ranges = [Q(error_group_id=pk, date__gte=row[edge], date__lt=row[edge] + ROLLUP_PERIOD)
+                  for pk, row in spans.items()]
+        if not ranges:
             return {}
-        rows = Delivery.objects.filter(reduce(operator.or_, hours)).values("error_group_id").annotate(at=pick("date"))
+        rows = Delivery.objects.filter(reduce(operator.or_, ranges)).values("error_group_id").annotate(at=pick("date"))
         return {row["error_group_id"]: row["at"] for row in rows.order_by()}
 
     firsts, lasts = moments("first", Min), moments("last", Max)
     for group in groups:
         row = spans.get(group.pk)
-        if row is None:
-            group.delivery_count = 0
-            continue
-        group.delivery_count = int(row["n"])
-        group.first_seen = firsts.get(group.pk, row["first"])
-        group.last_seen = lasts.get(group.pk, row["last"])
+        if row is not None:
+            group.first_seen = firsts.get(group.pk, row["first"])
+            group.last_seen = lasts.get(group.pk, row["last"])
