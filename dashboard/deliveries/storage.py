@@ -141,10 +141,12 @@ def measure_levers(sample: int) -> tuple[int, list[Lever]]:
     (with the tag and URL indexes). An index's bytes with a lever are the table's index scaled by the ratio of the
     two built on the sample. Writes only temporary tables, dropped at the end."""
     table = connection.ops.quote_name(Delivery._meta.db_table)
+    # The table's row count and index sizes as the report reads them from the catalog.
+    report = storage_report()
+    total = float(max(report.deliveries, 1))
+    indexes = next((r.indexes for r in report.relations if r.name == Delivery._meta.db_table), {})
+    real = {index: size / total for index, size in indexes.items()}
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT greatest(sum(c.reltuples), 1) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-                       "WHERE i.inhparent = %s::regclass", [Delivery._meta.db_table])
-        total = float(cursor.fetchone()[0])
         percent = min(100.0, 100.0 * sample * 1.5 / total)
         cursor.execute(_SAMPLE.format(table=table), [percent, sample])
         cursor.execute("SELECT count(*) FROM lever_sample")
@@ -178,10 +180,7 @@ def measure_levers(sample: int) -> tuple[int, list[Lever]]:
         levers.extend(_zstd_levers(n, payload_now))
 
         # An index built on the sample is not the size of the table's own (its entries are spread over fewer rows):
-        # the sample gives the ratio between the index now and with the lever, applied to the table's index.
-        cursor.execute(_INDEXES)
-        real = {index: size / total for _table, index, size in cursor}
-
+        # the sample gives the ratio between the index now and with the lever, applied to the table's index (`real`).
         keys_now = each("SELECT sum(pg_column_size(search_keys)) FROM lever_sample")
         keys_then = each("SELECT sum(pg_column_size(search_hashes)) FROM lever_sample")
         gin = real.get("delivery_search_keys", 0.0)
