@@ -14,8 +14,8 @@ from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
 from dashboard.api.schemas import ErrorGroupOut, ErrorGroupPage
 from dashboard.api.security import allow
 from dashboard.api.tokens import VIEW
-from dashboard.deliveries.grouping import as_the_viewer_sees
-from dashboard.deliveries.models import Delivery, ErrorGroup, PeriodRollup
+from dashboard.deliveries.grouping import as_the_viewer_sees, first_stored_period
+from dashboard.deliveries.models import ErrorGroup, PeriodRollup
 from dashboard.web.forms import ErrorGroupsForm
 from dashboard.web.views.errors import error_group_entries
 
@@ -90,11 +90,11 @@ def _delivery_counts(groups: list[ErrorGroup]) -> dict[int, int]:
     oldest stored delivery on (so a period cut by retention may count a few deliveries already deleted)."""
     if visibility.current().everything:
         return {group.pk: group.delivery_count for group in groups}
-    oldest = Delivery.objects.order_by("date").values_list("date", flat=True).first()
-    if oldest is None or not groups:
+    since = first_stored_period()
+    if since is None or not groups:
         return {}
     rows = (
-        PeriodRollup.objects.filter(error_group_id__in=[g.pk for g in groups], hour__gte=PeriodRollup.period_of(oldest))
+        PeriodRollup.objects.filter(error_group_id__in=[g.pk for g in groups], hour__gte=since)
         .values("error_group_id").annotate(n=Sum("deliveries")).order_by()
     )
     return {row["error_group_id"]: int(row["n"]) for row in rows}

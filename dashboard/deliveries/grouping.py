@@ -187,6 +187,15 @@ def recount_error_groups(group_ids: list[int] | None = None) -> None:
         )
 
 
+def first_stored_period() -> datetime | None:
+    """The six-hour period of the viewer's oldest stored delivery: where their error groups' figures summed from the
+    period rollup begin (an older period holds only deliveries retention deleted); None with nothing stored."""
+    from dashboard.deliveries.models import Delivery, PeriodRollup
+
+    oldest = Delivery.objects.order_by("date").values_list("date", flat=True).first()
+    return PeriodRollup.period_of(oldest) if oldest is not None else None
+
+
 def as_the_viewer_sees(groups: Sequence[ErrorGroup]) -> None:
     """Narrow each group's first and last seen to the streams the current viewer sees, in memory (the instances are
     for display and never saved): unchanged for who sees every stream. For a team member, their streams' first and
@@ -198,11 +207,11 @@ def as_the_viewer_sees(groups: Sequence[ErrorGroup]) -> None:
 
     if visibility.current().everything or not groups:
         return
-    oldest = Delivery.objects.order_by("date").values_list("date", flat=True).first()
+    since = first_stored_period()
     spans: dict[int, dict[str, Any]] = {}
-    if oldest is not None:
+    if since is not None:
         # Scoped to the viewer's streams inside each subquery; the groups themselves are already theirs.
-        periods = PeriodRollup.objects.filter(error_group_id=OuterRef("pk"), hour__gte=PeriodRollup.period_of(oldest))
+        periods = PeriodRollup.objects.filter(error_group_id=OuterRef("pk"), hour__gte=since)
         spans = {
             row["pk"]: dict(row)
             for row in ErrorGroup._base_manager.filter(pk__in=[g.pk for g in groups]).values("pk").annotate(
