@@ -155,9 +155,9 @@ def bucket_sql(column: str) -> str:
     return f"CASE {cases} ELSE {BUCKETS} END"
 
 
-SUM_NAMES: tuple[str, ...] = tuple(f"{prefix}{i}" for prefix in "uc" for i in range(BUCKETS))
+HISTOGRAMS: tuple[str, ...] = ("unconfirmed", "confirmed")
 
 
 def from_sums(row: dict[str, Any]) -> Latencies:
     """The latencies of a row of `SliceCountsQuerySet.latency_sums` (or of several merged)."""
-    return Latencies.of([row[f"u{i}"] for i in range(BUCKETS)], [row.get(f"c{i}", 0) for i in range(BUCKETS)])
+    return Latencies.of(row["unconfirmed"], row.get("confirmed"))

@@ -12,6 +12,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Value
 
+from dashboard.deliveries.latency import BUCKETS
 from dashboard.deliveries.status import FAILING_STATUSES
 
 
@@ -41,6 +42,18 @@ class LatencyPercentiles(models.Aggregate):
         # Constants of the code, never input: written into the SQL.
         fractions = ", ".join(f"{p / 100:.4f}" for p in percentiles)
         super().__init__(expression, fractions=fractions)
+
+
+class HistogramSum(models.Aggregate):
+    """The rollups' latency histograms (an integer array column, `latency.BUCKETS` long) summed bucket by bucket
+    into one array: `ARRAY[COALESCE(SUM(col[1]), 0), …]`. A NULL array (a row from before latencies were kept)
+    counts nothing. The expression is written once per bucket, so it must be a plain column (no parameters)."""
+
+    output_field = ArrayField(models.BigIntegerField())
+
+    def __init__(self, expression: Any) -> None:
+        sums = ", ".join(f"COALESCE(SUM((%(expressions)s)[{i}]), 0)" for i in range(1, BUCKETS + 1))
+        super().__init__(expression, template=f"ARRAY[{sums}]")
 
 
 @models.Field.register_lookup

@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.deliveries.latency import BUCKETS, SUM_NAMES, Latencies, from_sums
+from dashboard.deliveries.latency import HISTOGRAMS, Latencies, from_sums
 from dashboard.deliveries.models import (
     ROLLUP_PERIOD,
     EventPeriodRollup,
@@ -93,8 +93,9 @@ class RollupWindow:
     def latencies(self, *fields: str, confirmed: bool = True) -> dict[tuple[Any, ...], Latencies]:
         """The window's latency percentiles per group of `fields` (one entry, key (), without fields); without
         `confirmed`, of the unconfirmed deliveries alone (the confirmed ones count none)."""
-        names = SUM_NAMES if confirmed else SUM_NAMES[:BUCKETS]
-        rows = merged((part.latency_sums(*fields, confirmed=confirmed) for part in self.parts), fields, names)
+        names = HISTOGRAMS if confirmed else HISTOGRAMS[:1]
+        rows = merged((part.latency_sums(*fields, confirmed=confirmed) for part in self.parts), fields, (),
+                      histograms=names)
         return {tuple(row[f] for f in fields): from_sums(row) for row in rows}
 
     def latency_bucketed(
@@ -113,15 +114,10 @@ class RollupWindow:
         """As `latency_bucketed`, the unconfirmed and confirmed histograms themselves: a caller that merges the
         groups again (over time, per dimension) reads percentiles only of what it shows."""
         rows = merged(
-            (part.latency_sums(*fields, bucket=(origin, step)) for part in self.parts), ("bucket", *fields), SUM_NAMES
+            (part.latency_sums(*fields, bucket=(origin, step)) for part in self.parts), ("bucket", *fields), (),
+            histograms=HISTOGRAMS,
         )
-        return [
-            (
-                row["bucket"], tuple(row[f] for f in fields),
-                [row[f"u{i}"] for i in range(BUCKETS)], [row[f"c{i}"] for i in range(BUCKETS)],
-            )
-            for row in rows
-        ]
+        return [(row["bucket"], tuple(row[f] for f in fields), row["unconfirmed"], row["confirmed"]) for row in rows]
 
     def failures_by_group(self, origin: datetime, step: timedelta) -> FailuresByGroup:
         """As `RollupQuerySet.failures_by_group`, each grouping ordered by its keys."""
@@ -148,9 +144,11 @@ def _every_dimension(part: SliceCountsQuerySet) -> RollupQuerySet:
 
 
 def merged(
-    parts: Iterable[list[dict[str, Any]]], keys: Sequence[str], sums: Sequence[str], *, maxima: Sequence[str] = ()
+    parts: Iterable[list[dict[str, Any]]], keys: Sequence[str], sums: Sequence[str], *, maxima: Sequence[str] = (),
+    histograms: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Rows of several parts with equal `keys` made one: `sums` added, `maxima` the largest; ordered by `keys`."""
+    """Rows of several parts with equal `keys` made one: `sums` added, `histograms` (lists of counts) added
+    element by element, `maxima` the largest; ordered by `keys`."""
     by_key: dict[tuple[Any, ...], dict[str, Any]] = {}
     for rows in parts:
         for row in rows:
@@ -161,6 +159,8 @@ def merged(
                 continue
             for name in sums:
                 into[name] += row[name]
+            for name in histograms:
+                into[name] = [a + b for a, b in zip(into[name], row[name], strict=True)]
             for name in maxima:
                 if row[name] is not None and (into[name] is None or row[name] > into[name]):
                     into[name] = row[name]

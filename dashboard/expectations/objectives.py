@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.cache import cache
 
-from dashboard.deliveries.latency import BUCKETS, count_within
+from dashboard.deliveries.latency import count_within
 from dashboard.deliveries.models import HourlyRollup, Stream
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.trailing_counts import StreamCounts, trailing_stream_counts
@@ -226,7 +226,7 @@ def _leave_out_maintenance(counts: dict[str, StreamCounts], since: datetime, unt
     rows = HourlyRollup.objects.filter(stream_id__in=list(covered), hour__in=every_hour)
     histograms: dict[tuple[str, datetime], list[int]] = defaultdict(list)
     for row in rows.latency_sums("stream_id", "hour", confirmed=False):
-        histograms[(row["stream_id"], row["hour"])] = [row[f"u{i}"] for i in range(BUCKETS)]
+        histograms[(row["stream_id"], row["hour"])] = row["unconfirmed"]
     for row in rows.objective_counts("stream_id", "hour"):
         if row["hour"] not in covered[row["stream_id"]]:
             continue

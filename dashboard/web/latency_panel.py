@@ -16,7 +16,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.deliveries.latency import BOUNDS, EXACT_UP_TO, Latencies, Percentiles, added, empty, percentile
+from dashboard.deliveries.latency import BOUNDS, EXACT_UP_TO, Latencies, Percentiles, added, percentile
 from dashboard.deliveries.links import SLICE_FILTERS, deliveries_list_query
 from dashboard.deliveries.models import Delivery, HourlyRollup
 from dashboard.deliveries.rollup_window import RollupWindow
@@ -85,9 +85,16 @@ def summed(parts: Iterable[Latencies]) -> Latencies:
     )
 
 
-def add_into(total: list[int], histogram: Sequence[int]) -> None:
-    for i, n in enumerate(histogram):
-        total[i] += n
+def _add(into: dict[Any, tuple[list[int], list[int]]], key: Any, unconfirmed: list[int], confirmed: list[int]) -> None:
+    """Add a group's two histograms to the sums kept under `key` (new lists: the group's own are never changed)."""
+    sums = into.get(key)
+    if sums is None:
+        into[key] = (unconfirmed, confirmed)
+    else:
+        into[key] = (
+            [a + b for a, b in zip(sums[0], unconfirmed, strict=True)],
+            [a + b for a, b in zip(sums[1], confirmed, strict=True)],
+        )
 
 
 def read(window: Window, slice_kwargs: dict[str, Any], *, by: str = "") -> SliceLatency:
@@ -106,12 +113,9 @@ def read(window: Window, slice_kwargs: dict[str, Any], *, by: str = "") -> Slice
     per_bucket: dict[datetime, tuple[list[int], list[int]]] = {}
     per_value: dict[Any, tuple[list[int], list[int]]] = {}
     for bucket, key, unconfirmed, confirmed in rows:
-        groups = [per_bucket.setdefault(bucket, (empty(), empty()))]
+        _add(per_bucket, bucket, unconfirmed, confirmed)
         if by:
-            groups.append(per_value.setdefault(key[0], (empty(), empty())))
-        for unconfirmed_sum, confirmed_sum in groups:
-            add_into(unconfirmed_sum, unconfirmed)
-            add_into(confirmed_sum, confirmed)
+            _add(per_value, key[0], unconfirmed, confirmed)
     over_time = [(bucket, Latencies.of(*sums)) for bucket, sums in per_bucket.items()]
     latency = summed(t for _bucket, t in over_time)
     by_value = [(value, Latencies.of(*sums)) for value, sums in sorted(per_value.items())]
