@@ -7,7 +7,9 @@ list without importing the web app. A test holds the two lists together.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from collections.abc import Iterable
+from functools import lru_cache
+from urllib.parse import quote_plus
 
 from django.urls import reverse
 
@@ -28,9 +30,21 @@ def deliveries_list_query(**filters: str | int | None) -> str:
     unknown = set(filters) - set(DELIVERY_LIST_FILTERS)
     if unknown:
         raise TypeError(f"the deliveries list has no filter {', '.join(sorted(unknown))}")
-    return urlencode(
-        [(name, str(filters[name])) for name in DELIVERY_LIST_FILTERS if filters.get(name) not in (None, "")]
+    return query_string(
+        (name, filters[name]) for name in DELIVERY_LIST_FILTERS if filters.get(name) not in (None, "")
     )
+
+
+def query_string(pairs: Iterable[tuple[str, object]]) -> str:
+    """What `urllib.parse.urlencode` makes of these pairs (values as their text), each text's quoting remembered: a month's
+    chart links ~500 times to the same few streams, tags, URLs and bucket edges, and quoting each again was ~15 µs
+    a link."""
+    return "&".join(f"{_quoted(name)}={_quoted(str(value))}" for name, value in pairs)
+
+
+@lru_cache(maxsize=4096)
+def _quoted(text: str) -> str:
+    return quote_plus(text)
 
 
 def deliveries_list_url(**filters: str | int | None) -> str:

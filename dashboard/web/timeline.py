@@ -6,13 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
-from urllib.parse import urlencode
 
 from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.deliveries.links import SLICE_FILTERS
+from dashboard.deliveries.links import SLICE_FILTERS, query_string
 from dashboard.deliveries.models import Delivery
 from dashboard.deliveries.rollup_window import RollupWindow
 from dashboard.deliveries.search import key_matches
@@ -69,7 +68,7 @@ def list_link(slice_kwargs: dict[str, Any], event: str = "") -> Callable[[Bucket
         )
         if status:
             params["status"] = status
-        return f"{base}?{urlencode(params)}"
+        return f"{base}?{query_string(params.items())}"
 
     return link
 
