@@ -255,5 +255,47 @@ def delivery_rows(
     return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped
 
 
+@register.simple_tag
+def still_failing_rows(deliveries: Any) -> SafeString:
+    """The `<tr>` of each delivery the provider is still retrying (the Retries page's "Still failing": up to 100),
+    with its place on the retry schedule (`d.schedule`, `schedule.retry_schedule`), built in one pass as
+    `delivery_rows` is: the template loop's markup, every upstream value escaped and shown `visible`."""
+    before, after = reverse("web:delivery", args=[_ANY_ID]).split(str(_ANY_ID))
+    rows = []
+    for d in deliveries:
+        href = _escape(f"{before}{d.pk}{after}")
+        url = _escape(visible(d.webhook_url))
+        error = Truncator(visible(d.error_message))
+        schedule = d.schedule
+        if schedule.stopped:
+            next_cell = f'<td><span class="warn retries-stopped">{_escape(schedule.stopped)}</span></td>'
+        elif schedule.next_retry:
+            next_cell = (
+                f'<td class="nowrap">{_month_day_time(schedule.next_retry)} <span class="faint" title="an attempt whose '
+                'time has passed shows its result once the retry window is polled again">'
+                f"({_escape(next_attempt(schedule.next_retry))})</span></td>"
+            )
+        else:
+            next_cell = '<td class="nowrap">—</td>'
+        rows.append("".join((
+            f'<tr class="clickable" data-href="{href}">',
+            f'<td class="nowrap"><a class="mono" href="{href}">{_escape(iso(d.date))}</a></td>',
+            '<td class="nowrap">' + (f'<span class="tag">{_escape(visible(d.tag))}</span>' if d.tag else "")
+            + f' <span class="mono faint">{_escape(short_id(d.stream_id))}</span></td>',
+            f'<td class="mono ellipsis maxw-260" title="{url}">{url}</td>',
+            f'<td class="num warn">{_escape(d.retries)}</td>',
+            f'<td class="error-text fill" title="{_escape(error.chars(1000))}">{_escape(error.chars(160))}</td>',
+            next_cell,
+            f'<td class="nowrap">{_month_day_time(schedule.runs_out)} <span class="faint">({_escape(ago(schedule.runs_out))})'
+            "</span></td></tr>",
+        )))
+    return mark_safe("\n".join(rows))  # noqa: S308 - every value above is escaped
+
+
+def _month_day_time(moment: datetime) -> str:
+    """Django's `date:"m-d H:i"` in the active zone, by strftime (the date filter costs ~0.1 ms a call)."""
+    return timezone.localtime(moment).strftime("%m-%d %H:%M")
+
+
 def _escape(value: object) -> str:
     return html.escape(str(value))
