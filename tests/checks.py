@@ -51,13 +51,14 @@ def assert_nothing_extra(sim: Any, using: str = "default") -> None:
 def assert_derived_exact(using: str = "default") -> None:
     """Error groups, rollups and streams equal what a from-scratch computation over the rows gives."""
     from dashboard.deliveries.grouping import error_fingerprint, error_template
-    from dashboard.deliveries.models import Delivery, ErrorGroup, HourlyRollup, Stream
+    from dashboard.deliveries.models import Delivery, ErrorGroup, ErrorGroupStream, HourlyRollup, Stream
 
     groups = {g.id: g for g in ErrorGroup.objects.using(using)}
     counts: Counter[int] = Counter()
+    per_stream: Counter[tuple[int, str]] = Counter()
     firsts: dict[int, datetime] = {}
     lasts: dict[int, datetime] = {}
-    for d in Delivery.objects.using(using).only("id", "date", "error_message", "error_group_id", "status"):
+    for d in Delivery.objects.using(using).only("id", "date", "stream_id", "error_message", "error_group_id", "status"):
         # Failing exactly when there is an error message, and then in a group: what the deliveries list's
         # filters rely on when they leave out "failing" beside a group or an error text (SliceFilters.slice).
         assert (d.status == "delivered") == (not d.error_message), (d.status, d.error_message)
@@ -67,12 +68,16 @@ def assert_derived_exact(using: str = "default") -> None:
         group = groups[d.error_group_id]
         assert group.fingerprint == error_fingerprint(error_template(d.error_message))
         counts[group.id] += 1
+        per_stream[(group.id, d.stream_id)] += 1
         firsts[group.id] = min(firsts.get(group.id, d.date), d.date)
         lasts[group.id] = max(lasts.get(group.id, d.date), d.date)
     for group in groups.values():
         assert group.delivery_count == counts[group.id], group.template
         if counts[group.id]:
             assert (group.first_seen, group.last_seen) == (firsts[group.id], lasts[group.id]), group.template
+    # Each group's count per stream, with no row for a stream that holds none of its deliveries.
+    kept = {(c.error_group_id, c.stream_id): c.delivery_count for c in ErrorGroupStream.objects.using(using)}
+    assert kept == dict(per_stream)
 
     # Every stored error message is recorded, in its delivery's group, with its newest date or a later one (a
     # delivery that was seen with it and has another message now).

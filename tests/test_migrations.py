@@ -95,6 +95,28 @@ def test_the_stream_period_rollups_are_filled_from_the_period_rollups_stored_bef
     assert f"pg_advisory_xact_lock({INGEST_LOCK_KEY})" in fill, "the migration waits for the ingest's write lock"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_each_groups_counts_per_stream_are_filled_from_the_deliveries_stored_before() -> None:
+    from dashboard.deliveries.models import ErrorGroupStream
+    from dashboard.deliveries.write_lock import INGEST_LOCK_KEY
+    from dashboard.devtools.generator import generate_deliveries
+    from tests.checks import assert_derived_exact
+
+    generate_deliveries(2000, days=3, newest=datetime(2026, 3, 9, 13, tzinfo=UTC), failure_rate=0.3, analyze=False)
+    _migrate([("deliveries", "0023_outage_window_audit")])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('deliveries_errorgroupstream')")
+        assert cursor.fetchone() == (None,)
+    _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    # Several groups over several streams, each count exact.
+    assert ErrorGroupStream.objects.values("stream_id").distinct().count() > 1
+    assert ErrorGroupStream.objects.values("error_group_id").distinct().count() > 1
+    assert_derived_exact()
+    fill = importlib.import_module("dashboard.deliveries.migrations.0024_error_group_stream_counts").FILL
+    assert f"pg_advisory_xact_lock({INGEST_LOCK_KEY})" in fill, "the migration waits for the ingest's write lock"
+
+
 def _indexes(table: str) -> set[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", [table])

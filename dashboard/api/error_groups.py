@@ -14,8 +14,8 @@ from dashboard.api.problems import Problem, bad_parameters, refuse_unknown
 from dashboard.api.schemas import ErrorGroupOut, ErrorGroupPage
 from dashboard.api.security import allow
 from dashboard.api.tokens import VIEW
-from dashboard.deliveries.grouping import as_the_viewer_sees, first_stored_period
-from dashboard.deliveries.models import ErrorGroup, PeriodRollup
+from dashboard.deliveries.grouping import as_the_viewer_sees
+from dashboard.deliveries.models import ErrorGroup, ErrorGroupStream
 from dashboard.web.forms import ErrorGroupsForm
 from dashboard.web.views.errors import error_group_entries
 
@@ -86,16 +86,14 @@ def _group(group: ErrorGroup, counts: dict[int, int]) -> dict[str, Any]:
 
 def _delivery_counts(groups: list[ErrorGroup]) -> dict[int, int]:
     """Each group's stored deliveries: the group's own count for who sees every stream; for a team member their
-    streams' deliveries in it, summed from the six-hour rollups (one query for the page) from the period of the
-    oldest stored delivery on (so a period cut by retention may count a few deliveries already deleted)."""
+    streams' deliveries in it, summed from the counts per group and stream (`ErrorGroupStream`, one query)."""
     if visibility.current().everything:
         return {group.pk: group.delivery_count for group in groups}
-    since = first_stored_period()
-    if since is None or not groups:
+    if not groups:
         return {}
     rows = (
-        PeriodRollup.objects.filter(error_group_id__in=[g.pk for g in groups], hour__gte=since)
-        .values("error_group_id").annotate(n=Sum("deliveries")).order_by()
+        ErrorGroupStream.objects.filter(error_group_id__in=[g.pk for g in groups])
+        .values("error_group_id").annotate(n=Sum("delivery_count")).order_by()
     )
     return {row["error_group_id"]: int(row["n"]) for row in rows}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import operator
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache, reduce
@@ -124,13 +125,47 @@ def rebuild_error_messages(cursor: Any, source_id: int | None = None) -> None:
 
 
 def apply_group_changes(
-    cursor: Any, delta: dict[int, int], gained: dict[int, tuple[datetime, datetime]] | None = None
+    cursor: Any, moved: dict[tuple[int, str], int], gained: dict[int, tuple[datetime, datetime]] | None = None
 ) -> None:
-    """Adjust counts by what moved in or out. `gained` holds, for groups that only gained rows, the first and
-    last date of those rows: their first/last seen move by these alone. Every other group's are re-read from
-    the (group, date) index (a row that left may have been its first or last).
+    """Adjust the counts by what moved in or out, given per (group, stream): each group's own count and its count
+    per stream (`ErrorGroupStream`). `gained` holds, for groups that only gained rows, the first and last date of
+    those rows: their first/last seen move by these alone. Every other group's are re-read from the (group, date)
+    index (a row that left may have been its first or last).
 
     Called inside a writer's transaction, under the write lock."""
+    # Every group named, even at a net zero: one that lost a row and gained another has its span re-read.
+    delta: dict[int, int] = defaultdict(int)
+    for (group, _stream), n in moved.items():
+        delta[group] += n
+    keys = sorted(key for key, n in moved.items() if n)
+    if keys:
+        cursor.execute(
+            """
+            -- An update of the rows there and an insert of the others, not INSERT … ON CONFLICT: Postgres checks
+            -- the row to insert (a negative delta) against delivery_count >= 0 before it looks for the conflict.
+            WITH v AS (SELECT * FROM unnest(%s::bigint[], %s::varchar[], %s::int[]) AS v(g, s, n)),
+            updated AS (
+                UPDATE deliveries_errorgroupstream c SET delivery_count = c.delivery_count + v.n
+                  FROM v WHERE c.error_group_id = v.g AND c.stream_id = v.s
+             RETURNING c.error_group_id, c.stream_id
+            )
+            INSERT INTO deliveries_errorgroupstream (error_group_id, stream_id, delivery_count)
+            SELECT v.g, v.s, v.n FROM v
+             WHERE NOT EXISTS (SELECT 1 FROM updated u WHERE u.error_group_id = v.g AND u.stream_id = v.s)
+            """,
+            [[g for g, _ in keys], [st for _, st in keys], [moved[k] for k in keys]],
+        )
+        emptied = [key for key in keys if moved[key] < 0]
+        if emptied:
+            # A stream whose last delivery left a group counts there no more.
+            cursor.execute(
+                """
+                DELETE FROM deliveries_errorgroupstream c
+                 USING unnest(%s::bigint[], %s::varchar[]) AS v(g, s)
+                 WHERE c.error_group_id = v.g AND c.stream_id = v.s AND c.delivery_count = 0
+                """,
+                [[g for g, _ in emptied], [st for _, st in emptied]],
+            )
     spans = gained or {}
     widened = sorted(g for g in delta if g in spans)
     if widened:
@@ -165,11 +200,26 @@ def apply_group_changes(
 
 
 def recount_error_groups(group_ids: list[int] | None = None) -> None:
-    """Recompute the count and first/last seen of the given groups (all when None) from the stored rows:
-    a repair, and what bulk loaders that bypass the write path call afterwards."""
+    """Recompute the count, the counts per stream and the first/last seen of the given groups (all when None) from
+    the stored rows: a repair, and what bulk loaders that bypass the write path call afterwards."""
     only = "" if group_ids is None else "AND g.id = ANY(%(ids)s)"
+    params = {"ids": group_ids} if group_ids is not None else None
     with transaction.atomic(), connection.cursor() as cursor:
         take_write_lock(cursor)
+        of_groups = "" if group_ids is None else "AND error_group_id = ANY(%(ids)s)"
+        cursor.execute(
+            f"DELETE FROM deliveries_errorgroupstream WHERE TRUE {of_groups}",  # noqa: S608 - fixed SQL
+            params,
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO deliveries_errorgroupstream (error_group_id, stream_id, delivery_count)
+            SELECT error_group_id, stream_id, count(*) FROM deliveries_delivery
+             WHERE error_group_id IS NOT NULL {of_groups}
+             GROUP BY error_group_id, stream_id
+            """,  # noqa: S608 - fixed SQL; values are parameters
+            params,
+        )
         cursor.execute(
             f"""
             UPDATE deliveries_errorgroup g
@@ -183,7 +233,7 @@ def recount_error_groups(group_ids: list[int] | None = None) -> None:
               ) s ON s.error_group_id = g2.id
              WHERE g.id = g2.id {only}
             """,  # noqa: S608 - fixed SQL; values are parameters
-            {"ids": group_ids} if group_ids is not None else None,
+            params,
         )
 
 

@@ -216,7 +216,8 @@ class BatchChanges:
         self.inserted = 0
         self.new_failures = 0
         self.failed_retries = 0
-        self.group_delta: dict[int, int] = defaultdict(int)
+        # Rows in or out of each error group, per stream.
+        self.group_delta: dict[tuple[int, str], int] = defaultdict(int)
         # The dates of the rows each group gained, and the groups that lost a row.
         self.gained: dict[int, tuple[datetime, datetime]] = {}
         self.lost: set[int] = set()
@@ -231,7 +232,7 @@ class BatchChanges:
         row, old = w.row, w.old
         group = row.error_group_id
         if group is not None:
-            self.group_delta[group] += 1
+            self.group_delta[(group, row.stream_id)] += 1
             span = self.gained.get(group)
             self.gained[group] = (min(span[0], row.date), max(span[1], row.date)) if span else (row.date, row.date)
         failing = row.status != DeliveryStatus.DELIVERED
@@ -242,7 +243,7 @@ class BatchChanges:
             self.new_failures += failing
         else:
             if old.error_group_id is not None:
-                self.group_delta[old.error_group_id] -= 1
+                self.group_delta[(old.error_group_id, old.stream_id)] -= 1
                 self.lost.add(old.error_group_id)
             self.new_failures += failing and old.status == DeliveryStatus.DELIVERED
             self.failed_retries += failing and old.status != DeliveryStatus.DELIVERED and row.retries > old.retries

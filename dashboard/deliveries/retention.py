@@ -176,9 +176,9 @@ def _drop_partition(name: str, result: RetentionResult, archived_rows: int | Non
                 result.partitions_deferred.append(name)
                 return
             cursor.execute(
-                f"SELECT error_group_id, count(*) FROM {name} WHERE error_group_id IS NOT NULL GROUP BY 1"  # noqa: S608
+                f"SELECT error_group_id, stream_id, count(*) FROM {name} WHERE error_group_id IS NOT NULL GROUP BY 1, 2"  # noqa: S608
             )
-            delta = {group_id: -n for group_id, n in cursor.fetchall()}
+            delta = {(group_id, stream_id): -n for group_id, stream_id, n in cursor.fetchall()}
             cursor.execute(f"SET LOCAL lock_timeout = {partitions.LOCK_TIMEOUT_MS:d}")
             cursor.execute(f"ALTER TABLE {partitions.PARENT} DETACH PARTITION {name}")
             apply_group_changes(cursor, delta)
@@ -217,17 +217,17 @@ def _delete_expired_rows(
                 f"""
                 DELETE FROM {table}
                  WHERE (id, date) IN (SELECT id, date FROM {table} WHERE date < %s {since} ORDER BY date LIMIT %s)
-                RETURNING error_group_id, date
+                RETURNING error_group_id, stream_id, date
                 """,  # noqa: S608 - a partition's name from the catalog; values are parameters
                 [cutoff, *([] if floor is None else [floor]), batch_size],
             )
             rows = cursor.fetchall()
-            delta: dict[int, int] = defaultdict(int)
-            for group_id, _ in rows:
+            delta: dict[tuple[int, str], int] = defaultdict(int)
+            for group_id, stream_id, _ in rows:
                 if group_id is not None:
-                    delta[group_id] -= 1
+                    delta[(group_id, stream_id)] -= 1
             if rows:
-                floor = max(date for _, date in rows)
+                floor = max(date for _, _, date in rows)
             apply_group_changes(cursor, delta)
         result.batches += 1
         result.deliveries_deleted += len(rows)

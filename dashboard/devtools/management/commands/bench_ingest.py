@@ -27,8 +27,8 @@ from dashboard.sources.models import Source
 from dashboard.upstream.client import ClientSettings, UpstreamClient
 
 TABLES = (
-    "deliveries_delivery", "deliveries_errorgroup", "deliveries_errormessage", "deliveries_hourlyrollup",
-    "deliveries_periodrollup", "deliveries_eventrollup", "deliveries_eventperiodrollup",
+    "deliveries_delivery", "deliveries_errorgroup", "deliveries_errorgroupstream", "deliveries_errormessage",
+    "deliveries_hourlyrollup", "deliveries_periodrollup", "deliveries_eventrollup", "deliveries_eventperiodrollup",
     "deliveries_streamperiodrollup", "deliveries_stream", "deliveries_deliverychange", "deliveries_rollupchanges",
     # The walk's source and checkpoint.
     "deliveries_source", "deliveries_historywalk",
