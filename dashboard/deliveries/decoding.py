@@ -33,7 +33,8 @@ CACHED_ABI_BYTES = 256 * 1024
 # Decoded arrays longer than this keep their first items; `Value.more` says how many were left out.
 ARRAY_ITEMS = 200
 
-_HEX = re.compile(r"^0x(?:[0-9a-fA-F]{2})*$")
+# Hex digits after 0x; an even count is checked apart (a repeated pair in the pattern costs several times more).
+_HEX = re.compile(r"0x[0-9a-fA-F]*")
 _HEX32 = re.compile(r"^0x[0-9a-fA-F]{64}$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,63}$")
 # The types an indexed argument keeps in its topic; any other indexed type (string, bytes, arrays,
@@ -94,6 +95,10 @@ class Param:
     components: tuple[Param, ...] = ()
 
 
+# Appends the addresses of one raw decoded value to a list (`address_picker`).
+AddressPicker = Callable[[Any, list[str]], None]
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where an item's values are, worked out once per item: the indexed parameters (one topic each, in
@@ -104,6 +109,8 @@ class Layout:
     value_topics: tuple[bool, ...]
     data_types: tuple[str, ...]
     topic_types: tuple[str, ...]
+    # Per parameter, what picks the addresses out of its raw value (None: it holds none).
+    address_pickers: tuple[AddressPicker | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,7 @@ class AbiItem:
             value_topics,
             tuple(p.type for p in self.params if not p.indexed),
             tuple(p.type for p, keeps in zip(indexed, value_topics, strict=True) if keeps),
+            tuple(address_picker(p.type) for p in self.params),
         )
 
     @property
@@ -313,55 +321,98 @@ _EMPTY = ContractAbi({}, {}, (), (), {})
 
 
 def _hex_bytes(value: Any) -> bytes | None:
-    if not isinstance(value, str) or not _HEX.match(value):
+    if not isinstance(value, str) or len(value) % 2 or not _HEX.fullmatch(value):
         return None
     return bytes.fromhex(value[2:])
 
 
+_TOPIC_KEYS = ("topic0", "topic1", "topic2", "topic3")
+
+
 def _topics(log: dict[str, Any]) -> list[Any]:
-    topics = [log.get(f"topic{n}") for n in range(4)]
+    topics = [log.get(key) for key in _TOPIC_KEYS]
     while topics and topics[-1] is None:
         topics.pop()
     return topics
+
+
+# A decoded indexed argument of which the topic holds only a hash: its place among the raw values.
+_HASHED = object()
+
+
+@dataclass(frozen=True)
+class _Matched:
+    """A log or input matched to its ABI item and decoded: `values` in the item's parameter order, as eth-abi
+    returns them (`_HASHED` for an indexed argument whose topic holds a hash, `topics` holding it); else
+    `problem`."""
+
+    item: AbiItem | None = None
+    values: tuple[Any, ...] = ()
+    topics: tuple[bytes, ...] = ()
+    problem: str = ""
 
 
 def decode_log(abi: ContractAbi, log: dict[str, Any]) -> Decoded:
     """The event of one payload log (`topic0`…`topic3`, `data`), matched by topic0 among the ABI's events.
     When several events share a topic0 (ERC-20 and ERC-721 `Transfer`), the one whose indexed arguments
     fit the log's topics is taken."""
+    return _wrapped(_match_log(abi, log))
+
+
+def decode_input(abi: ContractAbi, data_hex: Any) -> Decoded | None:
+    """The function call of a transaction's `input`; None when there is no call (empty input)."""
+    matched = _match_input(abi, data_hex)
+    return None if matched is None else _wrapped(matched)
+
+
+def log_addresses(abi: ContractAbi, log: dict[str, Any]) -> tuple[AbiItem, list[str]] | None:
+    """The event a log decodes as and every address among its arguments (what `addresses` yields of
+    `decode_log(abi, log).args`), without building the arguments; None when it does not decode."""
+    return _picked(_match_log(abi, log))
+
+
+def input_addresses(abi: ContractAbi, data_hex: Any) -> tuple[AbiItem, list[str]] | None:
+    """`log_addresses` of a transaction's input: the call and the addresses among its arguments."""
+    matched = _match_input(abi, data_hex)
+    return None if matched is None else _picked(matched)
+
+
+def _match_log(abi: ContractAbi, log: dict[str, Any]) -> _Matched:
     topics = _topics(log)
     if not topics or topics[0] is None:
         why = "the log has no topic0 (an anonymous event)"
         if abi.anonymous:
             why += "; the ABI's anonymous events carry no topic to match them by"
-        return Decoded(problem=why)
-    if any(not (isinstance(t, str) and _HEX32.match(t)) for t in topics):
-        return Decoded(problem="a topic is not 32 bytes of hex")
+        return _Matched(problem=why)
+    for topic in topics:
+        if not (isinstance(topic, str) and _HEX32.match(topic)):
+            return _Matched(problem="a topic is not 32 bytes of hex")
     data = _hex_bytes(log.get("data") or "0x")
     if data is None:
-        return Decoded(problem="the data is not hex")
+        return _Matched(problem="the data is not hex")
     if len(data) > MAX_DATA_BYTES:
-        return Decoded(problem=f"the data is {len(data):,} bytes, more than this page decodes")
+        return _Matched(problem=f"the data is {len(data):,} bytes, more than this page decodes")
     candidates = abi.events.get(bytes.fromhex(topics[0][2:]), ())
     if not candidates:
         why = "no event in the ABI has this topic0"
         if abi.anonymous:
             why += " (the ABI's anonymous events cannot be matched by topic)"
-        return Decoded(problem=why)
+        return _Matched(problem=why)
+    indexed = tuple(bytes.fromhex(t[2:]) for t in topics[1:])
     first_problem = ""
     for item in candidates:
-        decoded = _decode_event(item, [bytes.fromhex(t[2:]) for t in topics[1:]], data)
-        if not decoded.problem:
-            return decoded
-        first_problem = first_problem or decoded.problem
-    return Decoded(problem=first_problem)
+        matched = _decode_event(item, indexed, data)
+        if not matched.problem:
+            return matched
+        first_problem = first_problem or matched.problem
+    return _Matched(problem=first_problem)
 
 
-def _decode_event(item: AbiItem, topics: list[bytes], data: bytes) -> Decoded:
+def _decode_event(item: AbiItem, topics: tuple[bytes, ...], data: bytes) -> _Matched:
     layout = item.layout
     if len(layout.indexed) != len(topics):
         count = len(layout.indexed)
-        return Decoded(
+        return _Matched(
             problem=f"{item.signature} has {count} indexed argument{'s' if count != 1 else ''}, "
             f"the log {len(topics)} topic{'s' if len(topics) != 1 else ''} after topic0"
         )
@@ -377,20 +428,97 @@ def _decode_event(item: AbiItem, topics: list[bytes], data: bytes) -> Decoded:
             )
             if layout.topic_types else ()
         )
-        indexed_topics = zip(topics, layout.value_topics, strict=True)
-        args: list[Value] = []
-        for param in item.params:
-            if not param.indexed:
-                args.append(_value(param, param.type, next(plain_values), indexed=False))
-                continue
-            topic, keeps_value = next(indexed_topics)
-            if keeps_value:
-                args.append(_value(param, param.type, next(topic_values), indexed=True))
-            else:
-                args.append(Value(param.name, param.type, "hash", "0x" + topic.hex(), indexed=True))
     except Exception as exc:  # noqa: BLE001 - eth-abi raises several kinds on untrusted data
-        return Decoded(problem=f"the log does not decode as {item.signature}: {_reason(exc)}")
+        return _Matched(problem=f"the log does not decode as {item.signature}: {_reason(exc)}")
+    keeps = iter(layout.value_topics)
+    values = tuple(
+        (next(topic_values) if next(keeps) else _HASHED) if param.indexed else next(plain_values)
+        for param in item.params
+    )
+    return _Matched(item, values, topics)
+
+
+def _match_input(abi: ContractAbi, data_hex: Any) -> _Matched | None:
+    data = _hex_bytes(data_hex) if isinstance(data_hex, str) else None
+    if data is None:
+        return _Matched(problem="the input is not hex") if data_hex not in (None, "") else None
+    if not data:
+        return None
+    if len(data) < 4:
+        return _Matched(problem="the input is shorter than a function selector")
+    if len(data) > MAX_DATA_BYTES:
+        return _Matched(problem=f"the input is {len(data):,} bytes, more than this page decodes")
+    candidates = abi.functions.get(data[:4], ())
+    if not candidates:
+        return _Matched(problem=f"no function in the ABI has the selector 0x{data[:4].hex()}")
+    first_problem = ""
+    for item in candidates:
+        try:
+            values = tuple_decoder(item.layout.data_types)(data[4:])
+        except Exception as exc:  # noqa: BLE001 - eth-abi raises several kinds on untrusted data
+            first_problem = first_problem or f"the input does not decode as {item.signature}: {_reason(exc)}"
+            continue
+        return _Matched(item, values)
+    return _Matched(problem=first_problem)
+
+
+def _wrapped(matched: _Matched) -> Decoded:
+    """The decoded arguments of a match, as the page shows them."""
+    item = matched.item
+    if item is None:
+        return Decoded(problem=matched.problem)
+    topics = iter(matched.topics)
+    args: list[Value] = []
+    for param, value in zip(item.params, matched.values, strict=True):
+        topic = next(topics) if param.indexed else b""
+        if value is _HASHED:
+            args.append(Value(param.name, param.type, "hash", "0x" + topic.hex(), indexed=True))
+        else:
+            args.append(_value(param, param.type, value, indexed=param.indexed))
     return Decoded(item, tuple(args))
+
+
+def _picked(matched: _Matched) -> tuple[AbiItem, list[str]] | None:
+    item = matched.item
+    if item is None:
+        return None
+    found: list[str] = []
+    for pick, value in zip(item.layout.address_pickers, matched.values, strict=True):
+        if pick is not None and value is not _HASHED:
+            pick(value, found)
+    return item, found
+
+
+@functools.lru_cache(maxsize=1024)
+def address_picker(type_: str) -> AddressPicker | None:
+    """What appends the addresses in a raw decoded value of this type to a list, in the order `addresses`
+    yields them from the `Value` (arrays cut at ARRAY_ITEMS as `_value` cuts them); None when the type
+    holds no address."""
+    parsed = parse(type_)
+    if parsed.arrlist:
+        each = address_picker(parsed.item_type.to_type_str())
+        if each is None:
+            return None
+
+        def pick_items(value: Any, found: list[str], each: AddressPicker = each) -> None:
+            for item in value[:ARRAY_ITEMS]:
+                each(item, found)
+
+        return pick_items
+    if isinstance(parsed, TupleType):
+        parts = tuple(address_picker(c.to_type_str()) for c in parsed.components)
+        if all(part is None for part in parts):
+            return None
+
+        def pick_fields(value: Any, found: list[str]) -> None:
+            for part, field_value in zip(parts, value, strict=True):
+                if part is not None:
+                    part(field_value, found)
+
+        return pick_fields
+    if isinstance(parsed, BasicType) and parsed.base == "address":
+        return lambda value, found: found.append(str(value).lower())
+    return None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -400,32 +528,6 @@ def _value_topic(type_: str) -> bool:
     return isinstance(parsed, BasicType) and not parsed.arrlist and parsed.base in _VALUE_TOPIC_BASES and (
         parsed.base != "bytes" or bool(parsed.sub)
     )
-
-
-def decode_input(abi: ContractAbi, data_hex: Any) -> Decoded | None:
-    """The function call of a transaction's `input`; None when there is no call (empty input)."""
-    data = _hex_bytes(data_hex) if isinstance(data_hex, str) else None
-    if data is None:
-        return Decoded(problem="the input is not hex") if data_hex not in (None, "") else None
-    if not data:
-        return None
-    if len(data) < 4:
-        return Decoded(problem="the input is shorter than a function selector")
-    if len(data) > MAX_DATA_BYTES:
-        return Decoded(problem=f"the input is {len(data):,} bytes, more than this page decodes")
-    candidates = abi.functions.get(data[:4], ())
-    if not candidates:
-        return Decoded(problem=f"no function in the ABI has the selector 0x{data[:4].hex()}")
-    first_problem = ""
-    for item in candidates:
-        try:
-            values = tuple_decoder(item.layout.data_types)(data[4:])
-            args = tuple(_value(p, p.type, v, indexed=False) for p, v in zip(item.params, values, strict=True))
-        except Exception as exc:  # noqa: BLE001 - eth-abi raises several kinds on untrusted data
-            first_problem = first_problem or f"the input does not decode as {item.signature}: {_reason(exc)}"
-            continue
-        return Decoded(item, args)
-    return Decoded(problem=first_problem)
 
 
 def _reason(exc: Exception) -> str:

@@ -12,7 +12,7 @@ import re
 from bisect import bisect_left
 from typing import Any
 
-from dashboard.deliveries.decoding import addresses, decode_input, decode_log, read_abi
+from dashboard.deliveries.decoding import input_addresses, log_addresses, read_abi
 
 _HEX32 = re.compile(r"^0x[0-9a-fA-F]{64}$")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
@@ -32,19 +32,19 @@ def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> lis
     abi = read_abi(payload.get("abi"))
     for log in _dicts(payload.get("logs")):
         if abi.events:
-            decoded = decode_log(abi, log)
-            if decoded.item is not None:
-                keys.add(f"event:{decoded.item.name.lower()}")
-                keys.update(f"addr:{address}" for address in addresses(decoded.args))
+            event = log_addresses(abi, log)
+            if event is not None:
+                keys.add(f"event:{event[0].name.lower()}")
+                keys.update(f"addr:{address}" for address in event[1])
         hashes.append(log.get("transactionHash"))
         addrs.append(log.get("address"))
         topics += (log.get("topic0"), log.get("topic1"), log.get("topic2"), log.get("topic3"))
         _trigger_values(addrs, log.get("triggers"))
     for tx in _dicts(payload.get("txs")):
         if abi.functions:
-            call = decode_input(abi, tx.get("input"))
-            if call is not None and call.item is not None:
-                keys.update(f"addr:{address}" for address in addresses(call.args))
+            call = input_addresses(abi, tx.get("input"))
+            if call is not None:
+                keys.update(f"addr:{address}" for address in call[1])
         hashes.append(tx.get("hash"))
         addrs += (tx.get("fromAddress"), tx.get("toAddress"), tx.get("receiptContractAddress"))
         _trigger_values(addrs, tx.get("triggers"))
@@ -56,10 +56,16 @@ def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> lis
             hashes.append(item.get("transactionHash"))
             addrs.extend(item.get(field) for field in _TRANSFER_ADDRESS_FIELDS)
             _trigger_values(addrs, item.get("triggers"))
-    keys.update(f"tx:{v.lower()}" for v in hashes if isinstance(v, str) and _HEX32.match(v))
-    keys.update(f"addr:{v.lower()}" for v in addrs if isinstance(v, str) and _ADDRESS.match(v))
-    keys.update(f"topic:{v.lower()}" for v in topics if isinstance(v, str) and _HEX32.match(v))
+    # A payload repeats its values (one transaction hash in every log, transfer and internal call): each
+    # distinct text is checked once.
+    keys.update(f"tx:{v.lower()}" for v in _texts(hashes) if _HEX32.match(v))
+    keys.update(f"addr:{v.lower()}" for v in _texts(addrs) if _ADDRESS.match(v))
+    keys.update(f"topic:{v.lower()}" for v in _texts(topics) if _HEX32.match(v))
     return sorted(keys)
+
+
+def _texts(values: list[Any]) -> set[str]:
+    return {v for v in values if isinstance(v, str)}
 
 
 EVENT_PREFIX = "event:"

@@ -31,6 +31,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from dashboard.deliveries.ingest import ParsedBatch, StoreResult, parse_batch, store_batch
+from dashboard.heap import fewer_collections
 from dashboard.polling.models import HistoryWalk, WalkKind
 from dashboard.sources.clients import streams_client
 from dashboard.sources.models import Source
@@ -81,10 +82,11 @@ def walk_history(
     """Walk (or resume walking) the history; returns once complete, past `deadline` or after `max_pages`."""
     reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"walk-{source.pk}-{kind}")
     try:
-        return _walk(
-            source, kind, reader, client=client, stop_before=stop_before, deadline=deadline, restart=restart,
-            max_pages=max_pages, on_page=on_page,
-        )
+        with fewer_collections():
+            return _walk(
+                source, kind, reader, client=client, stop_before=stop_before, deadline=deadline, restart=restart,
+                max_pages=max_pages, on_page=on_page,
+            )
     finally:
         # No read outlives the walk (its caller closes the client next): after an error, the page being read
         # ahead is waited for and dropped, unstored; the checkpoint still points at it.

@@ -334,3 +334,92 @@ def test_logs_decode_the_same_once_the_item_layout_is_cached() -> None:
     # a bad padding in an indexed address topic is refused, as eth-abi refuses it
     bad = decode_log(abi, {**log, "topic1": "0x" + "ff" * 12 + w(ALICE)[24:]})
     assert bad.item is None and "Padding bytes were not empty" in bad.problem
+
+
+NESTED_EVENT = {"type": "event", "name": "Routed", "anonymous": False, "inputs": [
+    inp("operator", "address", True), inp("tag", "string", True), inp("hops", "address[]"),
+    {"name": "legs", "type": "tuple[]", "indexed": False, "components": [
+        inp("to", "address"), {"name": "via", "type": "tuple", "components": [inp("pool", "address"), inp("fee", "uint24")]},
+        inp("amount", "uint256")]},
+    inp("pair", "address[2]"), inp("note", "string")]}
+BATCH_FN = {"type": "function", "name": "multiSend", "stateMutability": "nonpayable", "inputs": [
+    inp("targets", "address[]"), inp("amounts", "uint256[]"),
+    {"name": "orders", "type": "tuple[]", "components": [inp("maker", "address"), inp("takers", "address[]")]},
+    inp("memo", "bytes")], "outputs": []}
+
+
+def _address(rng: Any) -> str:
+    return "0x" + bytes(rng.randrange(256) for _ in range(20)).hex()
+
+
+def test_addresses_read_from_raw_values_are_those_of_the_decoded_arguments() -> None:
+    """`log_addresses`/`input_addresses` (what search keys use) answer as `addresses(decode_…(…).args)` for
+    logs and inputs that decode, arrays beyond ARRAY_ITEMS, nested tuples and hashed indexed arguments
+    included, and None for each that does not."""
+    import random
+
+    from eth_abi import encode
+
+    from dashboard.deliveries.decoding import ARRAY_ITEMS, input_addresses, log_addresses
+
+    rng = random.Random(11)
+    abi = read_abi([NESTED_EVENT, BATCH_FN, ERC20_TRANSFER, ERC721_TRANSFER, TRANSFER_FN, SWAP_FN, ORDER_FN])
+    routed = read_topic0(NESTED_EVENT)
+    multi_send = "0x" + read_abi([BATCH_FN]).items[0].selector.hex()
+    decoded_logs = decoded_inputs = refused = 0
+    for round_ in range(120):
+        hops = [_address(rng) for _ in range(rng.choice([0, 1, 3, ARRAY_ITEMS, ARRAY_ITEMS + 7]))]
+        legs = [(_address(rng), (_address(rng), rng.randrange(2**24)), rng.randrange(2**256))
+                for _ in range(rng.choice([0, 2, ARRAY_ITEMS + 1]))]
+        data = encode(["address[]", "(address,(address,uint24),uint256)[]", "address[2]", "string"],
+                      [hops, legs, [_address(rng), _address(rng)], "memo"])
+        if round_ % 4 == 3:  # one byte changed: some still decode, some are refused
+            at = rng.randrange(len(data))
+            data = data[:at] + bytes([rng.randrange(256)]) + data[at + 1:]
+        logs = [
+            {"topic0": routed, "topic1": topic(_address(rng)), "topic2": "0x" + "5e" * 32, "data": "0x" + data.hex()},
+            {"topic0": routed, "topic1": topic(_address(rng)), "data": "0x" + data.hex()},  # a topic missing
+            {"topic0": TRANSFER, "topic1": topic(_address(rng)), "topic2": topic(_address(rng)), "data": "0x" + w(5)},
+            {"topic0": TRANSFER, "topic1": topic(ALICE), "topic2": topic(BOB), "topic3": topic(7), "data": "0x"},
+            {"topic0": TRANSFER, "topic1": "0x" + "ff" * 12 + w(ALICE)[24:], "topic2": topic(BOB), "data": "0x" + w(1)},
+        ]
+        for log in logs:
+            decoded, picked = decode_log(abi, log), log_addresses(abi, log)
+            if decoded.item is None:
+                assert picked is None, log
+                refused += 1
+            else:
+                assert picked == (decoded.item, list(addresses(decoded.args))), log
+                decoded_logs += 1
+        orders = [(_address(rng), [_address(rng) for _ in range(rng.choice([0, 2, ARRAY_ITEMS + 3]))])
+                  for _ in range(rng.choice([1, 3]))]
+        call = multi_send + encode(["address[]", "uint256[]", "(address,address[])[]", "bytes"],
+                                   [hops, [1, 2], orders, b"\x01\x02"]).hex()
+        for data_hex in (call, call[:-2], call + "\n", "0xa9059cbb" + w(_address(rng)) + w(3), "0xdeadbeef", "0x12", ""):
+            decoded_call, picked_call = decode_input(abi, data_hex), input_addresses(abi, data_hex)
+            if decoded_call is None or decoded_call.item is None:
+                assert picked_call is None, data_hex
+                refused += 1
+            else:
+                assert picked_call == (decoded_call.item, list(addresses(decoded_call.args))), data_hex
+                decoded_inputs += 1
+    assert decoded_logs > 200 and decoded_inputs > 200 and refused > 500
+    # arrays are cut where the page cuts them: ARRAY_ITEMS hops, not more
+    long_hops = [_address(rng) for _ in range(ARRAY_ITEMS + 50)]
+    data = encode(["address[]", "(address,(address,uint24),uint256)[]", "address[2]", "string"],
+                  [long_hops, [], [ALICE, BOB], ""])
+    picked = log_addresses(abi, {"topic0": routed, "topic1": topic(CAROL), "topic2": "0x" + "00" * 32,
+                                 "data": "0x" + data.hex()})
+    assert picked is not None and picked[0].name == "Routed"
+    assert picked[1] == [CAROL, *long_hops[:ARRAY_ITEMS], ALICE, BOB]
+
+
+def test_hex_that_is_odd_or_has_a_trailing_newline_is_not_decoded() -> None:
+    abi = read_abi([ERC20_TRANSFER, TRANSFER_FN])
+    log = {"topic0": TRANSFER, "topic1": topic(ALICE), "topic2": topic(BOB), "data": "0x" + w(9)}
+    assert decode_log(abi, log).problem == ""
+    for data in ("0x" + w(9) + "\n", "0x" + w(9)[1:], "0x" + w(9)[:-2] + "zz", "0X" + w(9)):
+        assert decode_log(abi, {**log, "data": data}).problem == "the data is not hex", data
+    for data_hex in ("0xa9059cbb" + w(BOB) + w(1) + "\n", "0xa9059cbb" + w(BOB) + w(1)[1:]):
+        call = decode_input(abi, data_hex)
+        assert call is not None and call.problem == "the input is not hex"

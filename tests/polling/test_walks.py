@@ -499,6 +499,31 @@ def test_the_next_page_is_read_while_this_one_is_stored_one_page_ahead_at_most_a
 
 
 @pytest.mark.django_db
+def test_pages_are_parsed_and_stored_with_rarer_young_collections_and_the_threshold_is_put_back(
+    sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    from dashboard.heap import WALK_GEN0_THRESHOLD
+
+    before = gc.get_threshold()
+    assert before[0] != WALK_GEN0_THRESHOLD
+    during: list[int] = []
+    original_read, original_store = walks._read_page, walks.store_batch
+    monkeypatch.setattr(walks, "_read_page", lambda client, cursor: (during.append(gc.get_threshold()[0]),
+                                                                      original_read(client, cursor))[1])
+    monkeypatch.setattr(walks, "store_batch", lambda source, batch: (during.append(gc.get_threshold()[0]),
+                                                                      original_store(source, batch))[1])
+
+    result = poll_head(sim_source)
+
+    assert result.complete and len(during) == 2 * result.pages >= 8
+    assert set(during) == {WALK_GEN0_THRESHOLD}
+    assert gc.get_threshold() == before
+    assert_matches_upstream(sim)
+
+
+@pytest.mark.django_db
 def test_a_parse_error_on_page_n_stops_the_walk_with_that_error_leaving_the_pages_before_stored(
     sim: Any, sim_source: Source, monkeypatch: pytest.MonkeyPatch
 ) -> None:
