@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -110,7 +110,7 @@ class Layout:
     data_types: tuple[str, ...]
     topic_types: tuple[str, ...]
     # Per parameter, what picks the addresses out of its raw value (None: it holds none).
-    address_pickers: tuple[AddressPicker | None, ...] = ()
+    address_pickers: tuple[AddressPicker | None, ...]
 
 
 @dataclass(frozen=True)
@@ -366,8 +366,9 @@ def decode_input(abi: ContractAbi, data_hex: Any) -> Decoded | None:
 
 
 def log_addresses(abi: ContractAbi, log: dict[str, Any]) -> tuple[AbiItem, list[str]] | None:
-    """The event a log decodes as and every address among its arguments (what `addresses` yields of
-    `decode_log(abi, log).args`), without building the arguments; None when it does not decode."""
+    """The event a log decodes as and every address among its arguments (the `address` values of
+    `decode_log(abi, log).args`, in order, tuples and arrays included), without building the arguments; None
+    when it does not decode."""
     return _picked(_match_log(abi, log))
 
 
@@ -491,9 +492,9 @@ def _picked(matched: _Matched) -> tuple[AbiItem, list[str]] | None:
 
 @functools.lru_cache(maxsize=1024)
 def address_picker(type_: str) -> AddressPicker | None:
-    """What appends the addresses in a raw decoded value of this type to a list, in the order `addresses`
-    yields them from the `Value` (arrays cut at ARRAY_ITEMS as `_value` cuts them); None when the type
-    holds no address."""
+    """What appends the addresses in a raw decoded value of this type to a list, in the order of the `address`
+    values in its `Value` (arrays cut at ARRAY_ITEMS as `_value` cuts them); None when the type holds no
+    address."""
     parsed = parse(type_)
     if parsed.arrlist:
         each = address_picker(parsed.item_type.to_type_str())
@@ -563,15 +564,6 @@ def _value(param: Param, type_: str, value: Any, *, indexed: bool) -> Value:
     if base in ("fixed", "ufixed"):
         return Value(param.name, type_, "fixed", str(value), indexed=indexed)
     return Value(param.name, type_, "bytes", "0x" + bytes(value).hex(), indexed=indexed)
-
-
-def addresses(values: tuple[Value, ...]) -> Iterator[str]:
-    """Every decoded address among the values, tuples and arrays included."""
-    for value in values:
-        if value.kind == "address":
-            yield value.value
-        elif value.items:
-            yield from addresses(value.items)
 
 
 # -- token amounts ------------------------------------------------------------------------------------

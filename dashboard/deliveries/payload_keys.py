@@ -34,8 +34,9 @@ def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> lis
         if abi.events:
             event = log_addresses(abi, log)
             if event is not None:
-                keys.add(f"event:{event[0].name.lower()}")
-                keys.update(f"addr:{address}" for address in event[1])
+                decoded_event, found = event
+                keys.add(f"event:{decoded_event.name.lower()}")
+                keys.update(f"addr:{address}" for address in found)
         hashes.append(log.get("transactionHash"))
         addrs.append(log.get("address"))
         topics += (log.get("topic0"), log.get("topic1"), log.get("topic2"), log.get("topic3"))
@@ -44,7 +45,8 @@ def search_keys(payload: dict[str, Any] | None, block_number: int | None) -> lis
         if abi.functions:
             call = input_addresses(abi, tx.get("input"))
             if call is not None:
-                keys.update(f"addr:{address}" for address in call[1])
+                _call, found = call
+                keys.update(f"addr:{address}" for address in found)
         hashes.append(tx.get("hash"))
         addrs += (tx.get("fromAddress"), tx.get("toAddress"), tx.get("receiptContractAddress"))
         _trigger_values(addrs, tx.get("triggers"))

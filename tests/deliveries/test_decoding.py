@@ -5,9 +5,10 @@ encoder, so a wrong signature, selector or argument order fails."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from dashboard.deliveries.decoding import addresses, decode_input, decode_log, read_abi, token_amount, tokens
+from dashboard.deliveries.decoding import Value, decode_input, decode_log, read_abi, token_amount, tokens
 from dashboard.deliveries.payload_keys import search_keys
 
 TRANSFER = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
@@ -64,6 +65,15 @@ OFFER_EVENT = {"type": "event", "name": "OfferMade", "anonymous": False, "inputs
     inp("memo", "string", True),
     {"name": "offer", "type": "tuple", "indexed": False, "components": [inp("maker", "address"), inp("ok", "bool")]},
     {"name": "legs", "type": "tuple[]", "indexed": False, "components": [inp("to", "address"), inp("amount", "int64")]}]}
+
+
+def addresses(values: tuple[Value, ...]) -> Iterator[str]:
+    """Every address among decoded values as the page shows them, tuples and arrays included."""
+    for value in values:
+        if value.kind == "address":
+            yield value.value
+        elif value.items:
+            yield from addresses(value.items)
 
 
 def args_of(decoded: Any) -> dict[str, Any]:
