@@ -167,7 +167,7 @@ SMALL_PARTITION_ROWS = 2_000
 
 def readable_plan(plan: str) -> str:
     """A plan of the partitioned deliveries table read as the parent's: each partition's index named by the
-    parent index it belongs to ("delivery_search_keys", "deliveries_delivery_pkey"), and the seq scan of a
+    parent index it belongs to ("delivery_search_hashes", "deliveries_delivery_pkey"), and the seq scan of a
     partition holding fewer than SMALL_PARTITION_ROWS rows (an empty one, a week only begun) marked as such, so
     "Seq Scan on deliveries_delivery" in a plan means a partition holding many rows was scanned."""
     with connection.cursor() as cursor:

@@ -56,6 +56,23 @@ class HistogramSum(models.Aggregate):
         super().__init__(expression, template=f"ARRAY[{sums}]")
 
 
+class KeyHashes(models.Func):
+    """`delivery_key_hashes(keys)`: each search key as its 64-bit hash (`hashtextextended(key, 0)`), in one
+    SQL function (migration 0025) that both the GIN index `delivery_search_hashes` and every search apply: the
+    index holds 8 bytes a key instead of its text (a tx key is 69 characters). Hashes can collide, so a search
+    also checks the keys themselves (`DeliveryQuerySet.with_any_key`). A list of keys is passed as one
+    `varchar[]` parameter, the type of the column."""
+
+    function = "delivery_key_hashes"
+    output_field = ArrayField(models.BigIntegerField())
+
+    def __init__(self, keys: Any) -> None:
+        if isinstance(keys, list):
+            keys = models.Func(Value(keys), template="%(expressions)s::varchar[]",
+                               output_field=ArrayField(models.CharField(max_length=80)))
+        super().__init__(keys)
+
+
 @models.Field.register_lookup
 class AnyOf(models.Lookup):
     """`field__any=values`: `field = ANY('{…}'::type[])`, the values sent as one array literal. Answers what

@@ -170,7 +170,7 @@ class SearchOutcome:
 def search_deliveries(deliveries: DeliveryQuerySet, term: SearchTerm) -> SearchOutcome:
     """Narrow `deliveries` to the term. Each kind is served by an index, never by reading payloads:
 
-    - keys (tx, topic, address, block): `search_keys && ARRAY[...]`, the GIN index on search_keys;
+    - keys (tx, topic, address, block): `search_keys && ARRAY[...]`, through the GIN index of their hashes;
     - stream id: the (stream_id, date) btree; a delivery id: the primary key; a bare UUID is tried as a
       delivery id first (one probe), then as a stream id;
     - error text: error *groups* are matched first, by their masked template (`error_template` of the
@@ -219,7 +219,12 @@ SELECT tablename, most_common_elems::text::text[], most_common_elem_freqs
   FROM pg_stats
  WHERE schemaname = current_schema() AND tablename = ANY(%s) AND attname = 'search_keys'
 """
-_KEY_IDS = "SELECT id, date FROM {table} WHERE search_keys && %s::varchar[] LIMIT %s"
+# The keys' hashes through the GIN index, then the keys themselves (querysets.KeyHashes).
+_KEY_IDS = (
+    "SELECT id, date FROM {table}"
+    " WHERE delivery_key_hashes(search_keys) && delivery_key_hashes(%s::varchar[]) AND search_keys && %s::varchar[]"
+    " LIMIT %s"
+)
 
 
 @dataclass(frozen=True)
@@ -276,7 +281,7 @@ def key_matches(deliveries: DeliveryQuerySet, keys: tuple[str, ...] | list[str])
         if key_share(cursor, deliveries.db, table, keys) >= FREQUENT_SHARE:
             return deliveries.with_any_key(keys)
         cursor.execute(  # noqa: S608 - the table name comes from the model; values are parameters
-            _KEY_IDS.format(table=connection.ops.quote_name(table)), [list(keys), KEY_CANDIDATES + 1]
+            _KEY_IDS.format(table=connection.ops.quote_name(table)), [list(keys), list(keys), KEY_CANDIDATES + 1]
         )
         found = cursor.fetchall()
     if len(found) > KEY_CANDIDATES:

@@ -82,7 +82,7 @@ def test_the_migration_keeps_every_row_and_retention_then_empties_the_old_table(
         assert cursor.fetchone()[0] == "p"
         # The parent carries the model's index names, which the old table's rows are found through.
         cursor.execute(
-            "SELECT count(*) FROM pg_class WHERE relname IN ('delivery_search_keys', 'delivery_date_id') AND relkind = 'I'"
+            "SELECT count(*) FROM pg_class WHERE relname IN ('delivery_search_hashes', 'delivery_date_id') AND relkind = 'I'"
         )
         assert cursor.fetchone()[0] == 2
     assert _names()[0] == partitions.LEGACY and partitions.DEFAULT in _names()

@@ -148,7 +148,7 @@ def test_every_key_is_found_without_filtering_the_table(big_table: Generated, db
     if kind in ("rare tx hash", "address in ~80 rows", "block", "rare event"):
         # A rare key: its ids and dates come from the GIN index, the page from those rows alone: by id or by
         # its dates, an index condition however the planner orders the page.
-        assert "Bitmap Index Scan on delivery_search_keys" in plans[0], plans[0]
+        assert "Bitmap Index Scan on delivery_search_hashes" in plans[0], plans[0]
         assert BY_ID_OR_DATE.search(plans[-1]), plans[-1]
 
 

@@ -64,7 +64,7 @@ def test_the_levers_are_measured_on_a_sample_and_leave_nothing_behind() -> None:
     assert all(0 < lever.now < raw / 2 and 0 < lever.then < raw / 2 for lever in payload)
     alone, together = (lever.then for lever in payload if "zstd" in lever.name)
     assert together < alone
-    hashes = by_name["search keys as 64-bit hashes"]
+    hashes = by_name["search keys column as 64-bit hashes"]
     assert 0 < hashes.then < hashes.now
     ids = next(lever for lever in levers if lever.name.startswith("tag, URL"))
     assert "-> 16 B" in ids.how and ids.then < ids.now

@@ -402,7 +402,7 @@ def _search_targets() -> list[Target]:
     assert oldest is not None
 
     def held_by(key: str) -> int:
-        return Delivery.objects.filter(search_keys__contains=[key])[:5001].count()
+        return Delivery.objects.with_any_key([key])[:5001].count()
 
     keys = oldest["search_keys"]
     by_count = {kind: sorted((held_by(k), k) for k in keys if k.startswith(kind + ":")) for kind in ("tx", "addr")}
