@@ -137,9 +137,9 @@ SELECT d.id, d.date,
 def measure_levers(sample: int) -> tuple[int, list[Lever]]:
     """The rows sampled and each lever's bytes per delivery, on a sample of about `sample` deliveries (pages drawn
     at random): payloads compressed by lz4 instead of pglz, or kept as JSON text; the search keys column as
-    64-bit hashes (as its GIN index holds them); tag, webhook URL, error message and stream id as 4-byte ids of lookup tables
-    (with the tag and URL indexes). An index's bytes with a lever are the table's index scaled by the ratio of the
-    two built on the sample. Writes only temporary tables, dropped at the end."""
+    64-bit hashes (as its GIN index holds them); tag, webhook URL, error message and stream id as 4-byte ids of
+    lookup tables (with the tag and URL indexes). An index's bytes with a lever are the table's index scaled by the
+    ratio of the two built on the sample. Writes only temporary tables, dropped at the end."""
     table = connection.ops.quote_name(Delivery._meta.db_table)
     # The table's row count and index sizes as the report reads them from the catalog.
     report = storage_report()

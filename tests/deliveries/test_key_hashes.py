@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from dashboard.deliveries.models import Delivery
 from dashboard.deliveries.search import key_matches
+from tests.deliveries.test_partitions import migrate_to
 from tests.factories import history_record, make_source, store
 
 BEFORE = [("deliveries", "0024_error_group_stream_counts")]
-
-
-def _migrate(targets: list[tuple[str, str]] | None = None) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets if targets is not None else executor.loader.graph.leaf_nodes())
 
 
 def _payload(n: int) -> dict[str, object]:
@@ -68,7 +62,7 @@ def test_a_key_search_reads_the_hash_index_then_checks_the_keys(db: None) -> Non
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_to_hashes_answers_every_search_as_before() -> None:
-    _migrate(BEFORE)
+    migrate_to(BEFORE)
     try:
         keys = _store_some()
         before = _held(keys)
@@ -77,7 +71,7 @@ def test_the_migration_to_hashes_answers_every_search_as_before() -> None:
             cursor.execute("SELECT to_regclass('delivery_search_keys') IS NOT NULL, to_regproc('delivery_key_hashes')")
             assert cursor.fetchone() == (True, None)
     finally:
-        _migrate()
+        migrate_to()
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT to_regclass('delivery_search_keys'), pg_get_indexdef(to_regclass('delivery_search_hashes'))"

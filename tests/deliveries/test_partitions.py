@@ -25,7 +25,7 @@ BEFORE = [("deliveries", "0010_period_rollup")]
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
-def _migrate(targets: list[tuple[str, str]] | None = None) -> None:
+def migrate_to(targets: list[tuple[str, str]] | None = None) -> None:
     """To `targets`, or to the latest migrations."""
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
@@ -59,7 +59,7 @@ def _insert_plain(source_id: int, dates: list[datetime]) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_keeps_every_row_and_retention_then_empties_the_old_table() -> None:
-    _migrate(BEFORE)
+    migrate_to(BEFORE)
     try:
         source = make_source_row()
         now = timezone.now()
@@ -71,7 +71,7 @@ def test_the_migration_keeps_every_row_and_retention_then_empties_the_old_table(
             cursor.execute("SELECT array_agg(id ORDER BY id) FROM deliveries_delivery")
             (ids_before,) = cursor.fetchone()
     finally:
-        _migrate()
+        migrate_to()
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT array_agg(id ORDER BY id) FROM deliveries_delivery")
@@ -105,7 +105,7 @@ def test_the_migration_keeps_every_row_and_retention_then_empties_the_old_table(
     assert partitions.LEGACY not in _names()
 
     # And back: one plain table with every row.
-    _migrate(BEFORE)
+    migrate_to(BEFORE)
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT relkind FROM pg_class WHERE relname = 'deliveries_delivery'")
@@ -113,7 +113,7 @@ def test_the_migration_keeps_every_row_and_retention_then_empties_the_old_table(
             cursor.execute("SELECT count(*) FROM deliveries_delivery")
             assert cursor.fetchone()[0] == Delivery.objects.count()
     finally:
-        _migrate()
+        migrate_to()
 
 
 @pytest.mark.django_db
